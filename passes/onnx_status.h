@@ -1,0 +1,29 @@
+// The boundary between libonnx (which throws) and ampc (which returns absl::Status).
+#pragma once
+
+#include <exception>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace ampc {
+
+// libonnx messages can span lines (the error, then "==> Context: ..."); diagnostics are one line
+// each. Joins the trimmed non-empty lines with "; ".
+std::string OneLine(std::string_view text);
+
+// Runs `fn`, converting any exception libonnx throws into InvalidArgument("<context>: <what>").
+template <typename Fn>
+absl::Status CatchOnnx(const std::string& context, Fn&& fn) {
+  try {
+    fn();
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(context + ": " + OneLine(e.what()));
+  } catch (...) {
+    return absl::InternalError(context + ": unknown exception from libonnx");
+  }
+}
+
+}  // namespace ampc

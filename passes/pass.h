@@ -1,0 +1,32 @@
+// The interface every pass implements, and the context a pipeline threads through them.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace ampc {
+
+// What a pass works on. `file` is the model's path as the user gave it; every diagnostic names it.
+struct ModelContext {
+  onnx::ModelProto& model;
+  std::string file;
+  std::vector<std::string> warnings;  // one line each, printed by the driver
+
+  void Warn(std::string message) { warnings.push_back(std::move(message)); }
+};
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  // Kebab-case, as used by --passes and --print-after.
+  virtual absl::string_view Name() const = 0;
+  // Returns whether the model changed. Stateless between runs.
+  virtual absl::StatusOr<bool> Run(ModelContext& context) = 0;
+};
+
+}  // namespace ampc
