@@ -1,0 +1,52 @@
+// Reading and writing ONNX model files: external data, atomic writes.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace ampc {
+
+struct LoadedModel {
+  onnx::ModelProto model;           // every tensor's data inline (external data read in)
+  bool used_external_data = false;  // the file referenced external data
+};
+
+// Loads `path`. External data (ONNX spec: data_location EXTERNAL with `location`, `offset`,
+// `length`, `checksum` entries) is read into raw_data and the external fields are cleared, in
+// the graph, its subgraphs, tensor attributes, sparse tensors, functions and training_info.
+// A `location` is relative to the model's directory and may not leave it; a missing `length`
+// means dims x element size; `checksum` is accepted but not verified.
+// Errors are InvalidArgument/NotFound, one line, starting with `path` (and naming the tensor).
+absl::StatusOr<LoadedModel> LoadModel(const std::string& path);
+
+struct SaveOptions {
+  enum class ExternalData { kAuto, kAlways, kNever };
+  ExternalData external_data = ExternalData::kAuto;
+  bool input_used_external_data = false;  // kAuto writes external data when the input used it
+  // kAuto also writes external data when the inline model would exceed this many bytes
+  // (protobuf cannot serialize a message of 2 GiB or more).
+  int64_t inline_limit_bytes = int64_t{1} << 30;
+  // Tensors with at least this many bytes of data go to the external file.
+  int64_t external_min_bytes = 1024;
+};
+
+// Writes `model` to `path` through a temporary file renamed into place. External data goes to
+// one file `<basename of path>.data` beside it (not written when no tensor qualifies), each
+// tensor at an offset that is a multiple of 4096 (page-aligned, so a runtime can mmap it).
+// Serialization is deterministic: the same model gives byte-identical files. `model` is not
+// modified. On failure no temporary file is left and existing outputs are untouched.
+// Write failures are Unavailable (exit code 3); a model that cannot be written inline
+// (2 GiB or more with kNever) is InvalidArgument.
+absl::Status SaveModel(const onnx::ModelProto& model, const std::string& path,
+                       const SaveOptions& options = {});
+
+// True if `a` and `b` name the same file: both exist and are the same inode, or their
+// normalized absolute paths are equal.
+bool SameFile(const std::string& a, const std::string& b);
+
+}  // namespace ampc
