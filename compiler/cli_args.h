@@ -1,0 +1,23 @@
+// Command-line scanning: positionals and flags, with values parsed and typed by absl flags.
+// (absl's own ParseCommandLine exits with status 1 on an unknown flag; ampc's usage errors exit 2.)
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ampc {
+
+struct CommandLine {
+  std::vector<std::string> positionals;
+  bool help = false;
+  bool version = false;
+};
+
+// Accepts `--flag=value`, `--flag value`, `-o value`, `--boolflag`, `--noboolflag` and `--`
+// (everything after it is positional). Flags must be absl flags linked into the program; `-o` is
+// `--output`. Errors are UsageError()s.
+absl::StatusOr<CommandLine> ScanCommandLine(int argc, char** argv);
+
+}  // namespace ampc

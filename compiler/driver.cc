@@ -1,0 +1,182 @@
+#include "compiler/driver.h"
+
+#include <onnx/common/version.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "compiler/cli_args.h"
+#include "compiler/exit_codes.h"
+#include "compiler/model_io.h"
+#include "compiler/printer.h"
+#include "passes/registry.h"
+#include "runtime/device.h"
+
+ABSL_FLAG(std::string, output, "", "Write the compiled model to this file (also -o).");
+ABSL_FLAG(std::string, passes, "",
+          "Comma-separated passes to run after verify-input, replacing the default pipeline.");
+ABSL_FLAG(std::string, print_after, "",
+          "Print the model's canonical text to stdout after this pass ('all': after each).");
+ABSL_FLAG(std::string, external_data, "auto",
+          "auto: external data when the input used it or the model is too large to inline; "
+          "always; never.");
+
+namespace ampc {
+namespace {
+
+constexpr char kUsage[] = R"(ampc: ahead-of-time mixed precision for ONNX models
+
+Usage:
+  ampc MODEL -o OUT [flags]     load, verify, run the pass pipeline, save
+  ampc print MODEL              print MODEL's canonical text to stdout
+  ampc --version | --help
+
+Flags:
+  -o, --output=FILE      where to write the result (never the input file itself)
+  --passes=a,b,c         passes to run after verify-input (default: the standard pipeline)
+  --print-after=PASS     print the canonical text after PASS ('all': after every pass)
+  --external-data=MODE   auto (default): tensor data goes to OUT.data when the input used
+                         external data or the model exceeds 1 GiB; always; never
+
+Passes: %s
+
+Exit codes:
+  0  success
+  1  the input model is missing, unreadable or invalid, or compilation failed
+  2  usage error (bad flags or arguments)
+  3  the output could not be written
+Diagnostics go to stderr, one line each: FILE: what is wrong, and at which node or value.
+)";
+
+std::string VersionText() {
+  return absl::StrCat("ampc ", AMPC_VERSION, " (ONNX ", onnx::LAST_RELEASE_VERSION, ", IR version ",
+                      int{onnx::IR_VERSION}, ", default-domain opsets up to 17)\n", DescribeBuild(),
+                      "\n");
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Pass>>> BuildPipeline() {
+  std::vector<std::string> names = DefaultPipeline();
+  const std::string requested = absl::GetFlag(FLAGS_passes);
+  if (!requested.empty()) {
+    names = {"verify-input"};  // nothing runs on an unverified model
+    for (absl::string_view name : absl::StrSplit(requested, ',', absl::SkipWhitespace())) {
+      if (name != "verify-input") names.emplace_back(name);
+    }
+  }
+  std::vector<std::unique_ptr<Pass>> pipeline;
+  for (const std::string& name : names) {
+    absl::StatusOr<std::unique_ptr<Pass>> pass = CreatePass(name);
+    if (!pass.ok()) return UsageError(pass.status().message());
+    pipeline.push_back(*std::move(pass));
+  }
+  const std::string print_after = absl::GetFlag(FLAGS_print_after);
+  bool found = print_after.empty() || print_after == "all";
+  for (const auto& pass : pipeline) found = found || pass->Name() == print_after;
+  if (!found) {
+    return UsageError(
+        absl::StrCat("--print-after=", print_after, ": no such pass in the pipeline"));
+  }
+  return pipeline;
+}
+
+absl::Status RunPipeline(ModelContext& context, std::vector<std::unique_ptr<Pass>>& pipeline) {
+  const std::string print_after = absl::GetFlag(FLAGS_print_after);
+  for (auto& pass : pipeline) {
+    absl::StatusOr<bool> changed = pass->Run(context);
+    for (const std::string& warning : context.warnings) std::cerr << "ampc: " << warning << "\n";
+    context.warnings.clear();
+    if (!changed.ok()) return changed.status();
+    if (print_after == "all" || print_after == pass->Name()) {
+      if (print_after == "all") std::cout << "# after " << pass->Name() << "\n";
+      std::cout << PrintModel(context.model) << std::flush;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SaveOptions::ExternalData> ExternalDataMode() {
+  const std::string mode = absl::GetFlag(FLAGS_external_data);
+  if (mode == "auto") return SaveOptions::ExternalData::kAuto;
+  if (mode == "always") return SaveOptions::ExternalData::kAlways;
+  if (mode == "never") return SaveOptions::ExternalData::kNever;
+  return UsageError(absl::StrCat("--external-data=", mode, ": expected auto, always or never"));
+}
+
+absl::Status Compile(const std::string& input) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string output = absl::GetFlag(FLAGS_output);
+  if (output.empty() && absl::GetFlag(FLAGS_print_after).empty()) {
+    return UsageError("missing -o OUT (where to write the compiled model)");
+  }
+  if (!output.empty() && SameFile(input, output)) {
+    return UsageError(
+        absl::StrCat("-o ", output, " is the input file; ampc never overwrites its input"));
+  }
+  absl::StatusOr<SaveOptions::ExternalData> mode = ExternalDataMode();
+  if (!mode.ok()) return mode.status();
+  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> pipeline = BuildPipeline();
+  if (!pipeline.ok()) return pipeline.status();
+  absl::StatusOr<LoadedModel> loaded = LoadModel(input);
+  if (!loaded.ok()) return loaded.status();
+  ModelContext context{loaded->model, input, {}};
+  if (absl::Status s = RunPipeline(context, *pipeline); !s.ok()) return s;
+  if (output.empty()) return absl::OkStatus();
+  SaveOptions options;
+  options.external_data = *mode;
+  options.input_used_external_data = loaded->used_external_data;
+  if (absl::Status s = SaveModel(context.model, output, options); !s.ok()) return s;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cerr << absl::StreamFormat("ampc: %s -> %s: %d nodes, %d initializers, %.2f s\n", input,
+                                  output, context.model.graph().node_size(),
+                                  context.model.graph().initializer_size(), seconds);
+  return absl::OkStatus();
+}
+
+absl::Status Print(const std::vector<std::string>& args) {
+  if (args.size() != 2) return UsageError("usage: ampc print MODEL");
+  absl::StatusOr<LoadedModel> loaded = LoadModel(args[1]);
+  if (!loaded.ok()) return loaded.status();
+  std::cout << PrintModel(loaded->model) << std::flush;
+  return absl::OkStatus();
+}
+
+absl::Status Dispatch(const CommandLine& line) {
+  const std::vector<std::string>& args = line.positionals;
+  if (args.empty()) return UsageError("no input model (see ampc --help)");
+  if (args[0] == "print") return Print(args);
+  if (args.size() > 1) {
+    return UsageError(
+        absl::StrCat("unexpected argument '", args[1], "' (one input model per run)"));
+  }
+  return Compile(args[0]);
+}
+
+}  // namespace
+
+int RunCli(int argc, char** argv) {
+  absl::StatusOr<CommandLine> line = ScanCommandLine(argc, argv);
+  absl::Status status = line.status();
+  if (line.ok() && line->help) {
+    std::cout << absl::StrFormat(kUsage, absl::StrJoin(PassNames(), ", "));
+    return kExitOk;
+  }
+  if (line.ok() && line->version) {
+    std::cout << VersionText();
+    return kExitOk;
+  }
+  if (line.ok()) status = Dispatch(*line);
+  if (status.ok()) return kExitOk;
+  std::cerr << "ampc: error: " << status.message() << "\n";
+  return ExitCodeFor(status);
+}
+
+}  // namespace ampc

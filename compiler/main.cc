@@ -1,0 +1,3 @@
+#include "compiler/driver.h"
+
+int main(int argc, char** argv) { return ampc::RunCli(argc, argv); }

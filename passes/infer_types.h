@@ -1,0 +1,18 @@
+// infer-types: ONNX shape and type inference, strict; records the inferred types as value_info.
+#pragma once
+
+#include "passes/pass.h"
+
+namespace ampc {
+
+class InferTypes : public Pass {
+ public:
+  absl::string_view Name() const override { return "infer-types"; }
+  absl::StatusOr<bool> Run(ModelContext& context) override;
+};
+
+// Runs strict inference (type checks on, node errors fatal) on `model` in place. Errors are
+// InvalidArgument "<file>: type inference: <what>".
+absl::Status InferTypesStrict(onnx::ModelProto& model, const std::string& file);
+
+}  // namespace ampc

@@ -1,0 +1,46 @@
+#include "passes/registry.h"
+
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "passes/infer_types.h"
+#include "passes/verify.h"
+#include "passes/verify_input.h"
+
+namespace ampc {
+namespace {
+
+struct PassEntry {
+  absl::string_view name;
+  std::function<std::unique_ptr<Pass>()> create;
+};
+
+const std::vector<PassEntry>& Entries() {
+  static const auto* entries = new std::vector<PassEntry>{
+      {"verify-input", [] { return std::make_unique<VerifyInput>(); }},
+      {"infer-types", [] { return std::make_unique<InferTypes>(); }},
+      {"verify", [] { return std::make_unique<Verify>(); }},
+  };
+  return *entries;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Pass>> CreatePass(absl::string_view name) {
+  for (const PassEntry& entry : Entries()) {
+    if (entry.name == name) return entry.create();
+  }
+  return absl::NotFoundError(
+      absl::StrCat("unknown pass '", name, "'; known passes: ", absl::StrJoin(PassNames(), ", ")));
+}
+
+std::vector<std::string> PassNames() {
+  std::vector<std::string> names;
+  for (const PassEntry& entry : Entries()) names.emplace_back(entry.name);
+  return names;
+}
+
+std::vector<std::string> DefaultPipeline() { return {"verify-input"}; }
+
+}  // namespace ampc

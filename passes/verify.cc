@@ -1,0 +1,24 @@
+#include "passes/verify.h"
+
+#include <onnx/checker.h>
+
+#include "absl/strings/str_cat.h"
+#include "passes/infer_types.h"
+#include "passes/onnx_status.h"
+
+namespace ampc {
+
+absl::StatusOr<bool> Verify::Run(ModelContext& context) {
+  const std::string where = absl::StrCat(context.file, " (ampc output)");
+  absl::Status status = CatchOnnx(absl::StrCat(where, ": ONNX checker"),
+                                  [&] { onnx::checker::check_model(context.model); });
+  if (status.ok()) {
+    onnx::ModelProto copy = context.model;
+    status = InferTypesStrict(copy, where);
+  }
+  if (status.ok()) return false;
+  return absl::InternalError(
+      absl::StrCat(status.message(), " -- this is an ampc bug; please report it with the input"));
+}
+
+}  // namespace ampc

@@ -1,0 +1,88 @@
+#include "passes/verify_input.h"
+
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+
+#include "absl/strings/str_cat.h"
+#include "passes/graph_index.h"
+#include "passes/onnx_status.h"
+#include "passes/topo_sort.h"
+
+namespace ampc {
+namespace {
+
+constexpr int64_t kOldestIrVersion = 3;  // the first IR version with opset_import
+
+absl::Status Invalid(const ModelContext& context, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(context.file, ": ", message));
+}
+
+absl::Status CheckIrVersion(const ModelContext& context) {
+  const int64_t ir = context.model.ir_version();
+  if (ir == 0) return Invalid(context, "ir_version is missing; not a valid ONNX model");
+  if (ir < kOldestIrVersion || ir > onnx::IR_VERSION) {
+    return Invalid(context, absl::StrCat("unsupported ir_version ", ir,
+                                         "; this ampc (ONNX 1.12) reads IR versions ",
+                                         kOldestIrVersion, " to ", int{onnx::IR_VERSION}));
+  }
+  return absl::OkStatus();
+}
+
+std::string DomainName(const std::string& domain) {
+  return domain.empty() ? "the default ONNX domain" : "domain '" + domain + "'";
+}
+
+absl::Status CheckOpsets(const ModelContext& context) {
+  const auto& known = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  if (context.model.opset_import_size() == 0) {
+    return Invalid(context, "the model imports no opset (opset_import is empty)");
+  }
+  for (const onnx::OperatorSetIdProto& opset : context.model.opset_import()) {
+    const std::string domain = opset.domain() == "ai.onnx" ? "" : opset.domain();
+    if (opset.version() < 1) {
+      return Invalid(context, absl::StrCat("imports opset ", opset.version(), " of ",
+                                           DomainName(domain), "; versions start at 1"));
+    }
+    auto it = known.find(domain);
+    if (it == known.end()) continue;  // a custom domain: its ops are checked where they are used
+    const int newest = it->second.second;
+    if (opset.version() > newest) {
+      return Invalid(
+          context, absl::StrCat("imports opset ", opset.version(), " of ", DomainName(domain),
+                                ", but this ampc is built with ONNX 1.12, which knows "
+                                "opsets up to ",
+                                newest, "; re-export the model with opset ", newest, " or lower"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Prefixed(const ModelContext& context, const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(context.file, ": ", status.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<bool> VerifyInput::Run(ModelContext& context) {
+  if (absl::Status s = CheckIrVersion(context); !s.ok()) return s;
+  if (absl::Status s = CheckOpsets(context); !s.ok()) return s;
+  if (!context.model.has_graph()) return Invalid(context, "the model has no graph");
+  // Dangling inputs and values produced twice; the index ignores node order.
+  if (auto index = GraphIndex::Build(context.model.graph()); !index.ok()) {
+    return Prefixed(context, index.status());
+  }
+  absl::StatusOr<bool> sorted = TopologicalSort(*context.model.mutable_graph());
+  if (!sorted.ok()) return Prefixed(context, sorted.status());
+  if (*sorted) {
+    context.Warn(
+        absl::StrCat(context.file, ": warning: nodes were not in topological order; sorted them"));
+  }
+  const onnx::ModelProto& model = context.model;
+  absl::Status checked = CatchOnnx(absl::StrCat(context.file, ": ONNX checker"),
+                                   [&] { onnx::checker::check_model(model); });
+  if (!checked.ok()) return checked;
+  return *sorted;
+}
+
+}  // namespace ampc

@@ -1,0 +1,17 @@
+// verify-input: the gate every input model passes before any other pass runs.
+#pragma once
+
+#include "passes/pass.h"
+
+namespace ampc {
+
+// Checks, in order: ir_version and opset versions this ampc (ONNX 1.12) understands, a graph is
+// present, no value is produced twice, no input dangles, no cycle; sorts an unsorted acyclic graph
+// (with a warning); then ONNX's checker. Every error is one line naming the file and node/value.
+class VerifyInput : public Pass {
+ public:
+  absl::string_view Name() const override { return "verify-input"; }
+  absl::StatusOr<bool> Run(ModelContext& context) override;
+};
+
+}  // namespace ampc

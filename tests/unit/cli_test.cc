@@ -1,0 +1,235 @@
+// The `ampc` binary on bad input and bad usage: exit code, one clear line naming the file and the
+// node/value, and nothing written.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "compiler/model_io.h"
+#include "models/mlp.h"
+#include "tests/support/subprocess.h"
+
+namespace ampc {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/ampc-cli-XXXXXX";
+    dir_ = mkdtemp(pattern);
+    out_ = (dir_ / "out.onnx").string();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  testing::ProcessResult Ampc(std::vector<std::string> args) {
+    args.insert(args.begin(), AMPC_BINARY);
+    return testing::RunProcess(args, dir_.string());
+  }
+  std::string Write(const std::string& name, const std::string& bytes) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+  std::string WriteModel(const std::string& name, const onnx::ModelProto& model) {
+    return Write(name, model.SerializeAsString());
+  }
+  // A failed run leaves only the files the test made.
+  void ExpectNothingWritten(size_t files_made) {
+    EXPECT_FALSE(fs::exists(out_));
+    EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator{}), files_made);
+  }
+  // Exactly one diagnostic line, naming `file`.
+  void ExpectOneLine(const testing::ProcessResult& r, const std::string& file) {
+    EXPECT_THAT(r.err, HasSubstr(file + ": "));
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+
+  fs::path dir_;
+  std::string out_;
+};
+
+TEST_F(CliTest, MissingFile) {
+  const std::string path = (dir_ / "absent.onnx").string();
+  auto r = Ampc({path, "-o", out_});
+  EXPECT_EQ(r.exit_code, 1);
+  ExpectOneLine(r, path);
+  ExpectNothingWritten(0);
+}
+
+TEST_F(CliTest, Directory) {
+  fs::create_directory(dir_ / "sub.onnx");
+  auto r = Ampc({(dir_ / "sub.onnx").string(), "-o", out_});
+  EXPECT_EQ(r.exit_code, 1);
+  ExpectOneLine(r, (dir_ / "sub.onnx").string());
+  EXPECT_THAT(r.err, HasSubstr("directory"));
+  ExpectNothingWritten(1);
+}
+
+TEST_F(CliTest, EmptyFile) {
+  const std::string path = Write("empty.onnx", "");
+  auto r = Ampc({path, "-o", out_});
+  EXPECT_EQ(r.exit_code, 1);
+  ExpectOneLine(r, path);
+  EXPECT_THAT(r.err, HasSubstr("empty"));
+  ExpectNothingWritten(1);
+}
+
+TEST_F(CliTest, RandomBytes) {
+  std::string bytes(4096, '\0');
+  uint32_t state = 12345;
+  for (char& c : bytes) c = static_cast<char>((state = state * 1664525u + 1013904223u) >> 24);
+  const std::string path = Write("random.onnx", bytes);
+  auto r = Ampc({path, "-o", out_});
+  EXPECT_EQ(r.exit_code, 1);
+  ExpectOneLine(r, path);
+  ExpectNothingWritten(1);
+}
+
+TEST_F(CliTest, TruncatedModel) {
+  const std::string full = models::BuildMlp().SerializeAsString();
+  const std::string path = Write("truncated.onnx", full.substr(0, full.size() / 2));
+  auto r = Ampc({path, "-o", out_});
+  EXPECT_EQ(r.exit_code, 1);
+  ExpectOneLine(r, path);
+  ExpectNothingWritten(1);
+}
+
+TEST_F(CliTest, TextInsteadOfProtobuf) {
+  const std::string path = Write("model.onnx",
+                                 "<ir_version: 8, opset_import: [\"\" : 17]>\n"
+                                 "g (float[2] X) => (float[2] Y) { Y = Relu(X) }\n");
+  auto r = Ampc({path, "-o", out_});
+  EXPECT_EQ(r.exit_code, 1);
+  ExpectOneLine(r, path);
+  EXPECT_THAT(r.err, HasSubstr("text"));
+  ExpectNothingWritten(1);
+}
+
+TEST_F(CliTest, MissingExternalDataFile) {
+  onnx::ModelProto model = models::BuildMlp();
+  onnx::TensorProto* weight = model.mutable_graph()->mutable_initializer(0);
+  weight->clear_raw_data();
+  weight->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* entry = weight->add_external_data();
+  entry->set_key("location");
+  entry->set_value("weights.bin");
+  const std::string path = WriteModel("ext.onnx", model);
+  auto r = Ampc({path, "-o", out_});
+  EXPECT_EQ(r.exit_code, 1);
+  ExpectOneLine(r, path);
+  EXPECT_THAT(r.err, HasSubstr("weights.bin"));
+  EXPECT_THAT(r.err, HasSubstr(weight->name()));
+  ExpectNothingWritten(1);
+}
+
+TEST_F(CliTest, ShortExternalDataFile) {
+  onnx::ModelProto model = models::BuildMlp();
+  onnx::TensorProto* weight = model.mutable_graph()->mutable_initializer(0);
+  const std::string data = weight->raw_data();
+  weight->clear_raw_data();
+  weight->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* entry = weight->add_external_data();
+  entry->set_key("location");
+  entry->set_value("weights.bin");
+  Write("weights.bin", data.substr(0, data.size() - 4));
+  const std::string path = WriteModel("ext.onnx", model);
+  auto r = Ampc({path, "-o", out_});
+  EXPECT_EQ(r.exit_code, 1);
+  ExpectOneLine(r, path);
+  EXPECT_THAT(r.err, HasSubstr(weight->name()));
+  ExpectNothingWritten(2);
+}
+
+TEST_F(CliTest, ValidModelIsWrittenWithASummaryLine) {
+  const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
+  auto r = Ampc({path, "-o", out_});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(out_));
+  EXPECT_EQ(r.out, "");  // diagnostics go to stderr only
+  EXPECT_THAT(r.err, HasSubstr(out_));
+}
+
+TEST_F(CliTest, OutputEqualToInputIsRefused) {
+  const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
+  const std::string before = testing::ReadFileOrEmpty(path);
+  auto r = Ampc({path, "-o", path});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("input"));
+  EXPECT_EQ(testing::ReadFileOrEmpty(path), before);
+  auto again = Ampc({path, "-o", (dir_ / "." / "mlp.onnx").string()});
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_EQ(testing::ReadFileOrEmpty(path), before);
+}
+
+TEST_F(CliTest, UnwritableOutputIsAnIoError) {
+  const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
+  auto r = Ampc({path, "-o", (dir_ / "no-such-dir" / "out.onnx").string()});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr("no-such-dir"));
+  ExpectNothingWritten(1);
+}
+
+TEST_F(CliTest, UsageErrors) {
+  const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
+  EXPECT_EQ(Ampc({}).exit_code, 2);
+  EXPECT_EQ(Ampc({path}).exit_code, 2);  // no -o
+  auto unknown = Ampc({path, "-o", out_, "--frobnicate"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("--frobnicate"));
+  auto pass = Ampc({path, "-o", out_, "--passes=no-such-pass"});
+  EXPECT_EQ(pass.exit_code, 2);
+  EXPECT_THAT(pass.err, HasSubstr("no-such-pass"));
+  EXPECT_EQ(Ampc({path, "-o", out_, "--print-after=no-such-pass"}).exit_code, 2);
+  EXPECT_EQ(Ampc({path, "-o", out_, "--external-data=sometimes"}).exit_code, 2);
+  EXPECT_EQ(Ampc({path, "extra", "-o", out_}).exit_code, 2);
+  EXPECT_EQ(Ampc({path, "-o"}).exit_code, 2);
+  ExpectNothingWritten(1);
+}
+
+TEST_F(CliTest, HelpDocumentsExitCodesAndVersionNamesOnnx) {
+  auto help = Ampc({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, HasSubstr("Exit codes"));
+  EXPECT_THAT(help.out, HasSubstr("3  the output could not be written"));
+  auto version = Ampc({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_THAT(version.out, HasSubstr("ONNX 1.12"));
+  EXPECT_THAT(version.out, HasSubstr("CUDA"));
+}
+
+TEST_F(CliTest, PrintWritesCanonicalTextToStdout) {
+  const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
+  auto r = Ampc({"print", path});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Gemm"));
+  EXPECT_THAT(r.out, HasSubstr("SoftmaxCrossEntropyLoss"));
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(Ampc({"print"}).exit_code, 2);
+  EXPECT_EQ(Ampc({"print", (dir_ / "absent.onnx").string()}).exit_code, 1);
+}
+
+TEST_F(CliTest, PrintAfterPassGoesToStdout) {
+  const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
+  auto r = Ampc({path, "--print-after=verify-input"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Gemm"));
+  auto all = Ampc({path, "-o", out_, "--passes=infer-types", "--print-after=all"});
+  EXPECT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_THAT(all.out, HasSubstr("# after verify-input"));
+  EXPECT_THAT(all.out, HasSubstr("# after infer-types"));
+}
+
+TEST_F(CliTest, SameInputGivesByteIdenticalOutput) {
+  const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
+  const std::string second = (dir_ / "second.onnx").string();
+  ASSERT_EQ(Ampc({path, "-o", out_}).exit_code, 0);
+  ASSERT_EQ(Ampc({path, "-o", second}).exit_code, 0);
+  EXPECT_EQ(testing::ReadFileOrEmpty(out_), testing::ReadFileOrEmpty(second));
+}
+
+}  // namespace
+}  // namespace ampc
