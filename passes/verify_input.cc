@@ -3,6 +3,8 @@
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 
+#include <unordered_map>
+
 #include "absl/strings/str_cat.h"
 #include "passes/graph_index.h"
 #include "passes/onnx_status.h"
@@ -57,6 +59,30 @@ absl::Status CheckOpsets(const ModelContext& context) {
   return absl::OkStatus();
 }
 
+// ONNX's checker names the op type but not which node it rejects; find the first one that fails.
+std::string LocateCheckerFailure(const onnx::ModelProto& model) {
+  onnx::checker::CheckerContext checker;
+  checker.set_ir_version(static_cast<int>(model.ir_version()));
+  std::unordered_map<std::string, int> opsets;
+  for (const onnx::OperatorSetIdProto& opset : model.opset_import()) {
+    opsets[opset.domain()] = static_cast<int>(opset.version());
+  }
+  checker.set_opset_imports(std::move(opsets));
+  const onnx::GraphProto& graph = model.graph();
+  onnx::checker::LexicalScopeContext scope;
+  for (const onnx::ValueInfoProto& input : graph.input()) scope.add(input.name());
+  for (const onnx::TensorProto& initializer : graph.initializer()) scope.add(initializer.name());
+  for (const onnx::NodeProto& node : graph.node()) {
+    for (const std::string& output : node.output()) scope.add(output);
+  }
+  for (int i = 0; i < graph.node_size(); ++i) {
+    absl::Status status =
+        CatchOnnx("", [&] { onnx::checker::check_node(graph.node(i), checker, scope); });
+    if (!status.ok()) return absl::StrCat(DescribeNode(graph.node(i), i), ": ");
+  }
+  return "";
+}
+
 absl::Status Prefixed(const ModelContext& context, const absl::Status& status) {
   if (status.ok()) return status;
   return absl::Status(status.code(), absl::StrCat(context.file, ": ", status.message()));
@@ -79,9 +105,10 @@ absl::StatusOr<bool> VerifyInput::Run(ModelContext& context) {
         absl::StrCat(context.file, ": warning: nodes were not in topological order; sorted them"));
   }
   const onnx::ModelProto& model = context.model;
-  absl::Status checked = CatchOnnx(absl::StrCat(context.file, ": ONNX checker"),
-                                   [&] { onnx::checker::check_model(model); });
-  if (!checked.ok()) return checked;
+  absl::Status checked = CatchOnnx("ONNX checker", [&] { onnx::checker::check_model(model); });
+  if (!checked.ok()) {
+    return Invalid(context, absl::StrCat(LocateCheckerFailure(model), checked.message()));
+  }
   return *sorted;
 }
 

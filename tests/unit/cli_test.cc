@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "compiler/model_io.h"
 #include "models/mlp.h"
 #include "tests/support/subprocess.h"
@@ -58,6 +60,25 @@ TEST_F(CliTest, MissingFile) {
   EXPECT_EQ(r.exit_code, 1);
   ExpectOneLine(r, path);
   ExpectNothingWritten(0);
+}
+
+// As root every file is readable, so the run drops to user nobody with setpriv (util-linux).
+TEST_F(CliTest, UnreadableFile) {
+  const std::string path = WriteModel("locked.onnx", models::BuildMlp());
+  fs::permissions(path, fs::perms::none);
+  fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  std::vector<std::string> argv = {AMPC_BINARY, path, "-o", out_};
+  if (::geteuid() == 0) {
+    if (!fs::exists("/usr/bin/setpriv")) GTEST_SKIP() << "running as root without setpriv";
+    argv.insert(argv.begin(), {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                               "--clear-groups"});
+  }
+  auto r = testing::RunProcess(argv, dir_.string());
+  if (r.err.starts_with("setpriv:")) GTEST_SKIP() << "user nobody cannot run ampc here: " << r.err;
+  EXPECT_EQ(r.exit_code, 1);
+  ExpectOneLine(r, path);
+  EXPECT_THAT(r.err, HasSubstr("Permission denied"));
+  ExpectNothingWritten(1);
 }
 
 TEST_F(CliTest, Directory) {
