@@ -1,19 +1,12 @@
 // The canonical text printer; the format is specified in docs/text-format.md.
 #include "compiler/printer.h"
 
-#include <zlib.h>
-
 #include <algorithm>
-#include <array>
-#include <bit>
-#include <charconv>
-#include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <string_view>
 #include <vector>
 
-#include "kernels/cpu/half.h"
+#include "compiler/tensor_text.h"
+#include "compiler/text_tokens.h"
 
 namespace ampc {
 namespace {
@@ -24,190 +17,6 @@ using onnx::TensorProto;
 constexpr size_t kMaxInlineSignature = 72;  // longer input/output lists print one per line
 
 std::string Pad(int indent) { return std::string(2 * indent, ' '); }
-
-// Indexed by TensorProto::DataType: the parser's name (such words are quoted when used as names)
-// and the bytes per element in raw_data.
-constexpr std::array<std::string_view, 17> kElemTypeNames = {
-    "undefined", "float",  "uint8",     "int8",       "uint16",  "int16",
-    "int32",     "int64",  "string",    "bool",       "float16", "double",
-    "uint32",    "uint64", "complex64", "complex128", "bfloat16"};
-constexpr std::array<size_t, 17> kElemSizes = {1, 4, 1, 1, 2, 2, 4, 8, 0, 1, 2, 8, 4, 8, 8, 16, 2};
-
-bool IsKnownType(int32_t type) { return type >= 0 && type < int32_t{kElemTypeNames.size()}; }
-
-bool IsTypeKeyword(std::string_view s) {
-  for (std::string_view name : kElemTypeNames) {
-    if (s == name) return true;
-  }
-  return s == "seq" || s == "map" || s == "optional" || s == "sparse_tensor";
-}
-
-bool IsIdentifier(std::string_view s) {
-  auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
-  if (s.empty() || !alpha(s[0])) return false;
-  for (char c : s) {
-    if (!alpha(c) && !(c >= '0' && c <= '9')) return false;
-  }
-  return !IsTypeKeyword(s);
-}
-
-std::string Quote(std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    const char* escape = c == '"'    ? "\\\""
-                         : c == '\\' ? "\\\\"
-                         : c == '\n' ? "\\n"
-                         : c == '\t' ? "\\t"
-                         : c == '\r' ? "\\r"
-                                     : nullptr;
-    if (escape != nullptr) {
-      out += escape;
-    } else if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      out += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
-    }
-  }
-  return out + "\"";
-}
-
-std::string Name(std::string_view s) { return IsIdentifier(s) ? std::string(s) : Quote(s); }
-
-// Shortest text that reads back to the same value; always marked as a float literal.
-template <typename T>
-std::string FormatFloat(T v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
-  char buf[64];
-  std::string s(buf, std::to_chars(buf, buf + sizeof(buf), v).ptr);
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return s;
-}
-
-std::string ElemTypeName(int32_t type) {
-  return IsKnownType(type) ? std::string(kElemTypeNames[type]) : "dtype" + std::to_string(type);
-}
-
-// Types this printer does not know print their raw bytes.
-size_t ElemSize(int32_t type) { return IsKnownType(type) ? kElemSizes[type] : 1; }
-
-static_assert(std::endian::native == std::endian::little, "raw_data is little-endian");
-
-// Appends each value's low `size` bytes (floating-point values whole).
-template <typename Field>
-void AppendLittleEndian(const Field& values, size_t size, std::string& out) {
-  for (auto v : values) {
-    if constexpr (std::is_floating_point_v<decltype(v)>) {
-      out.append(reinterpret_cast<const char*>(&v), sizeof(v));
-    } else {
-      const uint64_t bits = static_cast<uint64_t>(v);
-      out.append(reinterpret_cast<const char*>(&bits), size);
-    }
-  }
-}
-
-// A tensor's values in one canonical form, whichever field the proto stores them in: numbers as
-// little-endian element bytes (the raw_data layout), strings as a list.
-class TensorValues {
- public:
-  explicit TensorValues(const TensorProto& t) : type_(t.data_type()), size_(ElemSize(type_)) {
-    if (type_ == TensorProto::STRING) {
-      strings_.assign(t.string_data().begin(), t.string_data().end());
-    } else if (!t.raw_data().empty()) {
-      bytes_ = t.raw_data();
-    } else {
-      AppendTyped(t);
-      bytes_ = owned_;
-    }
-  }
-
-  size_t count() const { return IsString() ? strings_.size() : bytes_.size() / size_; }
-
-  std::string Element(size_t i) const {
-    if (IsString()) return Quote(strings_[i]);
-    const char* p = bytes_.data() + i * size_;
-    switch (type_) {
-      case TensorProto::FLOAT:
-        return FormatFloat(Load<float>(p));
-      case TensorProto::DOUBLE:
-        return FormatFloat(Load<double>(p));
-      case TensorProto::FLOAT16:
-        return FormatFloat(HalfToFloat(Load<uint16_t>(p)));
-      case TensorProto::BFLOAT16:
-        return FormatFloat(BFloat16ToFloat(Load<uint16_t>(p)));
-      case TensorProto::COMPLEX64:
-        return FormatFloat(Load<float>(p)) + ", " + FormatFloat(Load<float>(p + 4));
-      case TensorProto::COMPLEX128:
-        return FormatFloat(Load<double>(p)) + ", " + FormatFloat(Load<double>(p + 8));
-      case TensorProto::INT8:
-        return std::to_string(Load<int8_t>(p));
-      case TensorProto::INT16:
-        return std::to_string(Load<int16_t>(p));
-      case TensorProto::INT32:
-        return std::to_string(Load<int32_t>(p));
-      case TensorProto::INT64:
-        return std::to_string(Load<int64_t>(p));
-      case TensorProto::UINT16:
-        return std::to_string(Load<uint16_t>(p));
-      case TensorProto::UINT32:
-        return std::to_string(Load<uint32_t>(p));
-      case TensorProto::UINT64:
-        return std::to_string(Load<uint64_t>(p));
-      default:
-        return std::to_string(Load<uint8_t>(p));  // uint8, bool, unknown types
-    }
-  }
-
-  uint32_t Crc32() const {
-    uLong crc = crc32_z(0L, Z_NULL, 0);
-    auto update = [&crc](std::string_view s) {
-      crc = crc32_z(crc, reinterpret_cast<const Bytef*>(s.data()), s.size());
-    };
-    if (!IsString()) update(bytes_);
-    for (std::string_view s : strings_) {
-      std::string length;
-      AppendLittleEndian(std::array<uint64_t, 1>{s.size()}, 8, length);
-      update(length);
-      update(s);
-    }
-    return static_cast<uint32_t>(crc);
-  }
-
- private:
-  bool IsString() const { return type_ == TensorProto::STRING; }
-
-  template <typename T>
-  static T Load(const char* p) {
-    T v;
-    std::memcpy(&v, p, sizeof(T));
-    return v;
-  }
-
-  void AppendTyped(const TensorProto& t) {
-    switch (type_) {
-      case TensorProto::FLOAT:
-      case TensorProto::COMPLEX64:
-        return AppendLittleEndian(t.float_data(), 4, owned_);
-      case TensorProto::DOUBLE:
-      case TensorProto::COMPLEX128:
-        return AppendLittleEndian(t.double_data(), 8, owned_);
-      case TensorProto::INT64:
-        return AppendLittleEndian(t.int64_data(), 8, owned_);
-      case TensorProto::UINT32:
-      case TensorProto::UINT64:
-        return AppendLittleEndian(t.uint64_data(), size_, owned_);
-      default:
-        return AppendLittleEndian(t.int32_data(), size_, owned_);
-    }
-  }
-
-  int32_t type_;
-  size_t size_;
-  std::string owned_;
-  std::string_view bytes_;
-  std::vector<std::string_view> strings_;
-};
 
 template <typename List, typename Format>
 std::string Join(const List& items, Format format, std::string_view sep = ", ") {
@@ -344,17 +153,6 @@ std::string ModelHeader(const onnx::ModelProto& m) {
   return Header(fields);
 }
 
-std::string ExternalData(const TensorProto& t) {
-  std::string location = "\"\"", offset, length;
-  for (const auto& entry : t.external_data()) {
-    if (entry.key() == "location") location = Quote(entry.value());
-    if (entry.key() == "offset") offset = ", " + entry.value();
-    if (entry.key() == "length") length = ", " + entry.value();
-  }
-  if (offset.empty() && !length.empty()) offset = ", 0";
-  return "external(" + location + offset + length + ")";
-}
-
 // An attribute whose type field is unset shows the value of the first field that is set.
 AttributeProto::AttributeType ValueKind(const AttributeProto& a) {
   if (a.type() != AttributeProto::UNDEFINED) return a.type();
@@ -428,25 +226,11 @@ class Printer {
   }
 
  private:
-  std::string TensorValue(const TensorProto& t) const {
-    if (t.data_location() == TensorProto::EXTERNAL) return ExternalData(t);
-    TensorValues values(t);
-    const size_t n = values.count();
-    if (static_cast<int64_t>(n) > options_.max_inline_elements) {
-      char digest[16];
-      std::snprintf(digest, sizeof(digest), "crc32:%08x", values.Crc32());
-      return digest;
-    }
-    std::string out = "{";
-    for (size_t i = 0; i < n; ++i) out += (i > 0 ? ", " : "") + values.Element(i);
-    return out + "}";
-  }
-
   // `float[2] w = {1.0, 2.0}`; the name (and its `=`) is left out when empty and not required.
   std::string Tensor(const TensorProto& t, bool name_required) const {
     std::string out = ElemTypeName(t.data_type()) + Dims(t.dims());
     if (name_required || !t.name().empty()) out += " " + Name(t.name()) + " =";
-    return out + " " + TensorValue(t);
+    return out + " " + TensorValueText(t, options_.max_inline_elements);
   }
 
   std::string SparseTensor(const onnx::SparseTensorProto& t) const {
@@ -473,7 +257,7 @@ class Printer {
       case AttributeProto::TYPE_PROTO:
         return Type(a.tp());
       case AttributeProto::FLOATS:
-        return Bracketed(a.floats(), FormatFloat<float>);
+        return Bracketed(a.floats(), [](float f) { return FormatFloat(f); });
       case AttributeProto::INTS:
         return Bracketed(a.ints(), [](int64_t i) { return std::to_string(i); });
       case AttributeProto::STRINGS:

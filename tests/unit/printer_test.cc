@@ -19,6 +19,8 @@
 #include <map>
 #include <set>
 
+#include "passes/tensor_data.h"
+
 namespace ampc {
 namespace {
 
@@ -684,54 +686,11 @@ void VisitMessages(Message& message, const std::function<void(Message&)>& visit)
   }
 }
 
-// Tensor values as little-endian bytes in raw_data, whichever field held them.
-void MoveValuesToRawData(TensorProto& t) {
-  if (t.data_type() == TensorProto::STRING || !t.raw_data().empty()) return;
-  std::string raw;
-  auto append = [&raw](auto v, size_t size) {
-    raw.append(reinterpret_cast<const char*>(&v), size);
-  };
-  switch (t.data_type()) {
-    case TensorProto::FLOAT:
-      for (float v : t.float_data()) append(v, 4);
-      break;
-    case TensorProto::DOUBLE:
-      for (double v : t.double_data()) append(v, 8);
-      break;
-    case TensorProto::INT64:
-      for (int64_t v : t.int64_data()) append(v, 8);
-      break;
-    case TensorProto::INT32:
-      for (int32_t v : t.int32_data()) append(v, 4);
-      break;
-    case TensorProto::INT16:
-    case TensorProto::UINT16:
-      for (int32_t v : t.int32_data()) append(v, 2);
-      break;
-    case TensorProto::INT8:
-    case TensorProto::UINT8:
-    case TensorProto::BOOL:
-      for (int32_t v : t.int32_data()) append(v, 1);
-      break;
-    case TensorProto::UINT32:
-      for (uint64_t v : t.uint64_data()) append(v, 4);
-      break;
-    case TensorProto::UINT64:
-      for (uint64_t v : t.uint64_data()) append(v, 8);
-      break;
-    default:
-      return;
-  }
-  t.clear_float_data(), t.clear_double_data(), t.clear_int64_data(), t.clear_int32_data();
-  t.clear_uint64_data();
-  t.set_raw_data(raw);
-}
-
 // What the parser may legitimately write differently: the field tensor values are stored in, and
 // scalar fields set to their default value (`domain: ""`) versus not set.
 ModelProto Normalized(ModelProto model) {
   VisitMessages(model, [](Message& m) {
-    if (auto* t = dynamic_cast<TensorProto*>(&m)) MoveValuesToRawData(*t);
+    if (auto* t = dynamic_cast<TensorProto*>(&m)) MoveTypedDataToRaw(*t);
     const std::unique_ptr<Message> defaults(m.New());
     const auto* reflection = m.GetReflection();
     std::vector<const FieldDescriptor*> fields;
@@ -884,7 +843,7 @@ bool HasUnreadableFloat(const std::string& raw) {
 
 constexpr char kBadFloat[] = "nan, inf or subnormal float";
 
-std::string TensorLimit(TensorProto t) {
+std::string TensorLimit(const TensorProto& t) {
   switch (t.data_type()) {
     case TensorProto::FLOAT16:
     case TensorProto::BFLOAT16:
@@ -900,8 +859,7 @@ std::string TensorLimit(TensorProto t) {
   for (const auto& s : t.string_data()) {
     if (NeedsEscapes(s)) return "string needing escapes";
   }
-  MoveValuesToRawData(t);
-  const std::string& raw = t.raw_data();
+  const std::string raw = RawBytes(t);
   if (t.data_type() == TensorProto::FLOAT && HasUnreadableFloat<float>(raw)) return kBadFloat;
   if (t.data_type() == TensorProto::DOUBLE && HasUnreadableFloat<double>(raw)) return kBadFloat;
   return "";

@@ -1,0 +1,40 @@
+// ONNX external data: tensor bytes kept in files beside the model (data_location EXTERNAL with
+// `location`, `offset` and `length` entries), read in on load and written out on save.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "compiler/file_io.h"
+
+namespace ampc {
+
+// Reads every external tensor of `model` (loaded from `model_path`) into raw_data and clears its
+// external fields. Returns whether any tensor was external. Errors start with `model_path`.
+absl::StatusOr<bool> ReadExternalData(const std::string& model_path, onnx::ModelProto& model);
+
+// Writes the external data file `<model_path>.data` for a model about to be saved at
+// `model_path`: a temporary file, renamed into place by Commit once the model is written.
+class ExternalDataWriter {
+ public:
+  ExternalDataWriter(const std::string& model_path, int64_t min_bytes);
+
+  // Moves the data of each tensor with at least min_bytes of it to the file, at offsets that are
+  // multiples of 4096, and points the tensor there; then closes the file.
+  absl::Status Externalize(onnx::ModelProto& model);
+  // Renames the file into place; nothing to do when no tensor qualified.
+  absl::Status Commit();
+
+ private:
+  absl::Status ExternalizeTensor(onnx::TensorProto& tensor);
+
+  TempFile file_;
+  std::string location_;
+  uint64_t min_bytes_;
+  uint64_t end_ = 0;
+};
+
+}  // namespace ampc

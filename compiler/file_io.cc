@@ -1,0 +1,103 @@
+#include "compiler/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+
+namespace ampc {
+namespace {
+
+namespace fs = std::filesystem;
+
+int WriteAll(int fd, const char* data, uint64_t size) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    data += n;
+    size -= static_cast<uint64_t>(n);
+  }
+  return 0;
+}
+
+mode_t CurrentUmask() {
+  // Read once: umask() can only be read by setting it.
+  static const mode_t mask = [] {
+    mode_t old = ::umask(0);
+    ::umask(old);
+    return old;
+  }();
+  return mask;
+}
+
+}  // namespace
+
+std::string ErrnoText(int err) { return std::generic_category().message(err); }
+
+Fd::~Fd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int ReadAt(int fd, char* buffer, uint64_t size, uint64_t offset) {
+  while (size > 0) {
+    ssize_t n = ::pread(fd, buffer, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return EIO;
+    buffer += n;
+    offset += static_cast<uint64_t>(n);
+    size -= static_cast<uint64_t>(n);
+  }
+  return 0;
+}
+
+TempFile::~TempFile() {
+  if (!name_.empty()) ::unlink(name_.c_str());
+}
+
+absl::Status TempFile::Create() {
+  std::string name = final_ + ".tmp.XXXXXX";
+  Fd fd(::mkstemp(name.data()));
+  if (fd.get() < 0) return Error("cannot create", errno);
+  name_ = std::move(name);
+  fd_ = std::move(fd);
+  // mkstemp makes the file 0600; the output gets the usual permissions.
+  if (::fchmod(fd_.get(), 0666 & ~CurrentUmask()) != 0) return Error("cannot chmod", errno);
+  return absl::OkStatus();
+}
+
+absl::Status TempFile::Write(const char* data, uint64_t size) {
+  if (int err = WriteAll(fd_.get(), data, size); err != 0) return Error("cannot write", err);
+  return absl::OkStatus();
+}
+
+absl::Status TempFile::Close() {
+  if (::fsync(fd_.get()) != 0) return Error("cannot write", errno);
+  if (::close(fd_.release()) != 0) return Error("cannot write", errno);
+  return absl::OkStatus();
+}
+
+absl::Status TempFile::Commit() {
+  if (::rename(name_.c_str(), final_.c_str()) != 0) return Error("cannot replace", errno);
+  name_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status TempFile::Error(const char* what, int err) const {
+  return absl::UnavailableError(absl::StrCat(final_, ": ", what, ": ", ErrnoText(err)));
+}
+
+void SyncDirectory(const std::string& path) {
+  fs::path dir = fs::path(path).parent_path();
+  Fd fd(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() >= 0) ::fsync(fd.get());
+}
+
+}  // namespace ampc

@@ -1,0 +1,31 @@
+// A tensor's data as bytes: the element size of each TensorProto data type, and the little-endian
+// raw_data layout of values, whichever field holds them.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace ampc {
+
+// Bytes per element in raw_data; nullopt for STRING, UNDEFINED and unknown data types.
+std::optional<size_t> ElementSize(int32_t data_type);
+
+// Bytes of data the tensor's dims and data type call for; nullopt where ElementSize is, for a
+// negative dim, and on overflow.
+std::optional<uint64_t> DataBytes(const onnx::TensorProto& tensor);
+
+// The tensor's elements as little-endian bytes (the raw_data layout): raw_data when it is not
+// empty, else the typed field the ONNX spec stores the data type in (int32_data for 8- and 16-bit
+// types, uint64_data for uint32 and uint64, float_data and double_data for complex pairs).
+// Empty for STRING and unknown data types without raw_data.
+std::string RawBytes(const onnx::TensorProto& tensor);
+
+// Moves values from their typed field into raw_data (external data requires raw_data). True if
+// the tensor now has raw_data; false for STRING and unknown data types.
+bool MoveTypedDataToRaw(onnx::TensorProto& tensor);
+
+}  // namespace ampc
