@@ -13,10 +13,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "compiler/autocast_flags.h"
 #include "compiler/cli_args.h"
 #include "compiler/exit_codes.h"
+#include "compiler/file_io.h"
 #include "compiler/model_io.h"
 #include "compiler/printer.h"
+#include "compiler/report.h"
 #include "passes/registry.h"
 #include "runtime/device.h"
 
@@ -25,6 +28,7 @@ ABSL_FLAG(std::string, passes, "",
           "Comma-separated passes to run after verify-input, replacing the default pipeline.");
 ABSL_FLAG(std::string, print_after, "",
           "Print the model's canonical text to stdout after this pass ('all': after each).");
+ABSL_FLAG(std::string, report, "", "Write the per-node decisions and the summary as JSON here.");
 ABSL_FLAG(std::string, external_data, "auto",
           "auto: external data when the input used it or the model is too large to inline; "
           "always; never.");
@@ -35,12 +39,22 @@ namespace {
 constexpr char kUsage[] = R"(ampc: ahead-of-time mixed precision for ONNX models
 
 Usage:
-  ampc MODEL -o OUT [flags]     load, verify, run the pass pipeline, save
+  ampc MODEL -o OUT [flags]     compile MODEL for mixed precision and save it
+  ampc explain MODEL [flags]    print each node's dtype and the rule that decided it
   ampc print MODEL              print MODEL's canonical text to stdout
   ampc --version | --help
 
 Flags:
   -o, --output=FILE      where to write the result (never the input file itself)
+  --dtype=fp16|bf16      the low dtype (default fp16)
+  --low-io               float graph inputs and outputs become the low dtype too
+                         (default: they keep their declared types; casts sit at the boundary)
+  --block-op=OP[,OP]     ops forced to FP32
+  --block-node=REGEX     nodes whose name fully matches REGEX (RE2) stay FP32
+  --lower-node=REGEX     nodes whose name fully matches REGEX go to the low dtype
+  --policy=FILE          JSON file of per-op category changes (docs/autocast.md)
+  --clamp                clamp FP16 constants to +-65504 instead of keeping their nodes FP32
+  --report=FILE          write every node's decision and the summary as JSON
   --passes=a,b,c         passes to run after verify-input (default: the standard pipeline)
   --print-after=PASS     print the canonical text after PASS ('all': after every pass)
   --external-data=MODE   auto (default): tensor data goes to OUT.data when the input used
@@ -110,6 +124,44 @@ absl::StatusOr<SaveOptions::ExternalData> ExternalDataMode() {
   return UsageError(absl::StrCat("--external-data=", mode, ": expected auto, always or never"));
 }
 
+// Runs the pipeline on `model` in place, filling `summary` (but output and time).
+absl::StatusOr<std::shared_ptr<PrecisionPlan>> CompileModel(
+    const std::string& input, onnx::ModelProto& model, std::vector<std::unique_ptr<Pass>>& pipeline,
+    CompileSummary& summary) {
+  absl::StatusOr<AutocastOptions> options = AutocastOptionsFromFlags();
+  if (!options.ok()) return options.status();
+  summary.input = input;
+  summary.weight_bytes_before = WeightBytes(model);
+  summary.casts_before = CountCasts(model);
+  ModelContext context(model, input);
+  context.autocast = *std::move(options);
+  if (absl::Status s = RunPipeline(context, pipeline); !s.ok()) return s;
+  summary.weight_bytes_after = WeightBytes(model);
+  summary.casts_after = CountCasts(model);
+  summary.plan = context.plan.get();
+  return context.plan;
+}
+
+absl::Status WriteReport(const CompileSummary& summary) {
+  const std::string path = absl::GetFlag(FLAGS_report);
+  if (path.empty()) return absl::OkStatus();
+  return WriteTextFile(path, ReportJson(summary));
+}
+
+absl::Status Explain(const std::vector<std::string>& args) {
+  if (args.size() != 2) return UsageError("usage: ampc explain MODEL [flags]");
+  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> pipeline = BuildPipeline();
+  if (!pipeline.ok()) return pipeline.status();
+  absl::StatusOr<LoadedModel> loaded = LoadModel(args[1]);
+  if (!loaded.ok()) return loaded.status();
+  CompileSummary summary;
+  absl::StatusOr<std::shared_ptr<PrecisionPlan>> plan =
+      CompileModel(args[1], loaded->model, *pipeline, summary);
+  if (!plan.ok()) return plan.status();
+  std::cout << ExplainTable(summary) << std::flush;
+  return WriteReport(summary);
+}
+
 absl::Status Compile(const std::string& input) {
   const auto start = std::chrono::steady_clock::now();
   const std::string output = absl::GetFlag(FLAGS_output);
@@ -126,19 +178,20 @@ absl::Status Compile(const std::string& input) {
   if (!pipeline.ok()) return pipeline.status();
   absl::StatusOr<LoadedModel> loaded = LoadModel(input);
   if (!loaded.ok()) return loaded.status();
-  ModelContext context{loaded->model, input, {}};
-  if (absl::Status s = RunPipeline(context, *pipeline); !s.ok()) return s;
-  if (output.empty()) return absl::OkStatus();
-  SaveOptions options;
-  options.external_data = *mode;
-  options.input_used_external_data = loaded->used_external_data;
-  if (absl::Status s = SaveModel(context.model, output, options); !s.ok()) return s;
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cerr << absl::StreamFormat("ampc: %s -> %s: %d nodes, %d initializers, %.2f s\n", input,
-                                  output, context.model.graph().node_size(),
-                                  context.model.graph().initializer_size(), seconds);
-  return absl::OkStatus();
+  CompileSummary summary;
+  absl::StatusOr<std::shared_ptr<PrecisionPlan>> plan =
+      CompileModel(input, loaded->model, *pipeline, summary);
+  if (!plan.ok()) return plan.status();
+  summary.output = output;
+  if (!output.empty()) {
+    SaveOptions options;
+    options.external_data = *mode;
+    options.input_used_external_data = loaded->used_external_data;
+    if (absl::Status s = SaveModel(loaded->model, output, options); !s.ok()) return s;
+  }
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cerr << SummaryLine(summary) << "\n";
+  return WriteReport(summary);
 }
 
 absl::Status Print(const std::vector<std::string>& args) {
@@ -153,6 +206,7 @@ absl::Status Dispatch(const CommandLine& line) {
   const std::vector<std::string>& args = line.positionals;
   if (args.empty()) return UsageError("no input model (see ampc --help)");
   if (args[0] == "print") return Print(args);
+  if (args[0] == "explain") return Explain(args);
   if (args.size() > 1) {
     return UsageError(
         absl::StrCat("unexpected argument '", args[1], "' (one input model per run)"));

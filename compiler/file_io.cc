@@ -100,4 +100,12 @@ void SyncDirectory(const std::string& path) {
   if (fd.get() >= 0) ::fsync(fd.get());
 }
 
+absl::Status WriteTextFile(const std::string& path, const std::string& text) {
+  TempFile file(path);
+  if (absl::Status s = file.Create(); !s.ok()) return s;
+  if (absl::Status s = file.Write(text.data(), text.size()); !s.ok()) return s;
+  if (absl::Status s = file.Close(); !s.ok()) return s;
+  return file.Commit();
+}
+
 }  // namespace ampc

@@ -3,19 +3,25 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "passes/precision_plan.h"
 
 namespace ampc {
 
 // What a pass works on. `file` is the model's path as the user gave it; every diagnostic names it.
 struct ModelContext {
+  ModelContext(onnx::ModelProto& model, std::string file) : model(model), file(std::move(file)) {}
+
   onnx::ModelProto& model;
   std::string file;
   std::vector<std::string> warnings;  // one line each, printed by the driver
+  AutocastOptions autocast;
+  std::shared_ptr<PrecisionPlan> plan;  // set by autocast, applied by insert-casts
 
   void Warn(std::string message) { warnings.push_back(std::move(message)); }
 };

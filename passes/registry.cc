@@ -4,7 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "passes/autocast.h"
 #include "passes/infer_types.h"
+#include "passes/insert_casts.h"
 #include "passes/verify.h"
 #include "passes/verify_input.h"
 
@@ -20,6 +22,8 @@ const std::vector<PassEntry>& Entries() {
   static const auto* entries = new std::vector<PassEntry>{
       {"verify-input", [] { return std::make_unique<VerifyInput>(); }},
       {"infer-types", [] { return std::make_unique<InferTypes>(); }},
+      {"autocast", [] { return std::make_unique<Autocast>(); }},
+      {"insert-casts", [] { return std::make_unique<InsertCasts>(); }},
       {"verify", [] { return std::make_unique<Verify>(); }},
   };
   return *entries;
@@ -41,6 +45,8 @@ std::vector<std::string> PassNames() {
   return names;
 }
 
-std::vector<std::string> DefaultPipeline() { return {"verify-input"}; }
+std::vector<std::string> DefaultPipeline() {
+  return {"verify-input", "infer-types", "autocast", "insert-casts", "verify"};
+}
 
 }  // namespace ampc

@@ -38,7 +38,7 @@ TEST_P(CorpusRoundTrip, LoadVerifySaveIsLossless) {
     absl::StatusOr<LoadedModel> loaded = LoadModel(path.string());
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     const onnx::ModelProto original = loaded->model;
-    ModelContext context{loaded->model, path.string(), {}};
+    ModelContext context(loaded->model, path.string());
     absl::StatusOr<bool> verified = VerifyInput().Run(context);
     ASSERT_TRUE(verified.ok()) << verified.status();
     EXPECT_FALSE(*verified) << "the corpus is sorted; verify-input must not change it";

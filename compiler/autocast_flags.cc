@@ -1,0 +1,60 @@
+#include "compiler/autocast_flags.h"
+
+#include <re2/re2.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "compiler/exit_codes.h"
+#include "compiler/policy_file.h"
+
+ABSL_FLAG(std::string, dtype, "fp16", "The low dtype: fp16 or bf16.");
+ABSL_FLAG(bool, low_io, false, "Float graph inputs and outputs become the low dtype too.");
+ABSL_FLAG(std::vector<std::string>, block_op, {}, "Ops (comma-separated) forced to FP32.");
+ABSL_FLAG(std::string, block_node, "", "Nodes whose name matches this RE2 regex stay FP32.");
+ABSL_FLAG(std::string, lower_node, "", "Nodes whose name matches this RE2 regex go low.");
+ABSL_FLAG(std::string, policy, "", "JSON file of per-op category changes.");
+ABSL_FLAG(bool, clamp, false, "Clamp FP16 constants to +-65504 instead of keeping FP32.");
+
+namespace ampc {
+namespace {
+
+absl::Status CheckRegex(const std::string& flag, const std::string& pattern) {
+  if (pattern.empty()) return absl::OkStatus();
+  RE2 regex(pattern, RE2::Quiet);
+  if (regex.ok()) return absl::OkStatus();
+  return UsageError(absl::StrCat("--", flag, "='", pattern, "': ", regex.error()));
+}
+
+}  // namespace
+
+absl::StatusOr<AutocastOptions> AutocastOptionsFromFlags() {
+  AutocastOptions options;
+  const std::string dtype = absl::GetFlag(FLAGS_dtype);
+  if (dtype == "fp16") {
+    options.low_dtype = onnx::TensorProto::FLOAT16;
+  } else if (dtype == "bf16") {
+    options.low_dtype = onnx::TensorProto::BFLOAT16;
+  } else {
+    return UsageError(absl::StrCat("--dtype=", dtype, ": expected fp16 or bf16"));
+  }
+  options.policy = AutocastPolicy::Defaults(options.low_dtype);
+  options.low_io = absl::GetFlag(FLAGS_low_io);
+  options.clamp = absl::GetFlag(FLAGS_clamp);
+  options.block_node_regex = absl::GetFlag(FLAGS_block_node);
+  options.lower_node_regex = absl::GetFlag(FLAGS_lower_node);
+  if (absl::Status s = CheckRegex("block-node", options.block_node_regex); !s.ok()) return s;
+  if (absl::Status s = CheckRegex("lower-node", options.lower_node_regex); !s.ok()) return s;
+  const std::string policy = absl::GetFlag(FLAGS_policy);
+  if (!policy.empty()) {
+    if (absl::Status s = ApplyPolicyFile(policy, options.policy); !s.ok()) return s;
+  }
+  for (const std::string& op : absl::GetFlag(FLAGS_block_op)) {
+    options.policy.Set(op, Category::kFp32, "--block-op");
+  }
+  return options;
+}
+
+}  // namespace ampc

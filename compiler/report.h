@@ -1,0 +1,34 @@
+// What a compile did, for people (`ampc explain`, the stderr summary line) and tools (--report).
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <string>
+
+#include "passes/precision_plan.h"
+
+namespace ampc {
+
+struct CompileSummary {
+  std::string input, output;            // paths as given; output empty for explain
+  int64_t weight_bytes_before = 0;      // bytes of all initializers, input model
+  int64_t weight_bytes_after = 0;       // same, output model
+  int64_t casts_before = 0;             // Cast nodes in the input model (all graphs)
+  int64_t casts_after = 0;              // Cast nodes in the output model
+  double seconds = 0;                   // whole compile, load to save
+  const PrecisionPlan* plan = nullptr;  // null when autocast did not run
+};
+
+// Bytes of all initializers of every graph (sparse ones included); Cast nodes of every graph.
+int64_t WeightBytes(const onnx::ModelProto& model);
+int64_t CountCasts(const onnx::ModelProto& model);
+
+// One line for stderr: nodes per dtype, casts added/removed, weight bytes before -> after, time.
+std::string SummaryLine(const CompileSummary& summary);
+// The per-node table (node, op, dtype, rule that decided, casts added) and the summary.
+std::string ExplainTable(const CompileSummary& summary);
+// --report FILE.json: per node and the summary, machine-readable (schema in docs/autocast.md).
+std::string ReportJson(const CompileSummary& summary);
+
+}  // namespace ampc

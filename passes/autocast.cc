@@ -1,0 +1,354 @@
+#include "passes/autocast.h"
+
+#include <re2/re2.h>
+
+#include <cmath>
+#include <memory>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "passes/float_support.h"
+#include "passes/graph_index.h"
+#include "passes/tensor_data.h"
+
+namespace ampc {
+namespace {
+
+using onnx::TensorProto;
+
+constexpr float kFp16Max = 65504.0f;
+
+bool IsLossOp(const onnx::NodeProto& node) {
+  return (node.domain().empty() || node.domain() == "ai.onnx") &&
+         (node.op_type() == "SoftmaxCrossEntropyLoss" ||
+          node.op_type() == "NegativeLogLikelihoodLoss");
+}
+
+bool HasSubgraph(const onnx::NodeProto& node) {
+  for (const onnx::AttributeProto& a : node.attribute()) {
+    if (a.has_g() || a.graphs_size() > 0) return true;
+  }
+  return false;
+}
+
+int ElemType(const onnx::TypeProto* type) {
+  return type != nullptr && type->has_tensor_type() ? type->tensor_type().elem_type() : 0;
+}
+
+bool IsFloat(int dtype) {
+  return dtype == TensorProto::FLOAT || dtype == TensorProto::FLOAT16 ||
+         dtype == TensorProto::BFLOAT16;
+}
+
+// Largest finite |x| of a float32 constant; 0 when it has none.
+float MaxFiniteAbs(const TensorProto& tensor) {
+  if (tensor.data_type() != TensorProto::FLOAT) return 0;
+  const std::string bytes = RawBytes(tensor);
+  float max = 0;
+  for (size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+    float v;
+    std::memcpy(&v, bytes.data() + i, 4);
+    if (std::isfinite(v)) max = std::max(max, std::fabs(v));
+  }
+  return max;
+}
+
+// A value as the planner sees it: its dtype after upstream decisions, and whether it is a
+// constant (initializer or Constant output), which adopts its consumer's dtype.
+struct Value {
+  int dtype = 0;
+  const TensorProto* constant = nullptr;
+  bool flexible = false;  // constant, or computed from constants only
+  bool loss = false;      // the loss op or downstream of it
+};
+
+class Scope {
+ public:
+  explicit Scope(const Scope* parent) : parent_(parent) {}
+  const Value* Find(const std::string& name) const {
+    auto it = values_.find(name);
+    if (it != values_.end()) return &it->second;
+    return parent_ == nullptr ? nullptr : parent_->Find(name);
+  }
+  Value& operator[](const std::string& name) { return values_[name]; }
+
+ private:
+  const Scope* parent_;
+  absl::flat_hash_map<std::string, Value> values_;
+};
+
+// Elem types of a node's inputs and outputs in the input model (0 where absent or unknown).
+struct NodeTypes {
+  std::vector<int> inputs, outputs;
+};
+
+class Planner {
+ public:
+  Planner(ModelContext& context, PrecisionPlan& plan)
+      : plan_(plan), options_(context.autocast), opsets_(OpsetsOf(context.model)) {
+    if (!options_.block_node_regex.empty()) {
+      block_ = std::make_unique<RE2>(options_.block_node_regex);
+    }
+    if (!options_.lower_node_regex.empty()) {
+      lower_ = std::make_unique<RE2>(options_.lower_node_regex);
+    }
+  }
+
+  void PlanGraph(const GraphIndex& index, const Scope* outer, bool top_level);
+
+ private:
+  struct Deferred {
+    const onnx::NodeProto* node;
+    std::unique_ptr<FloatSupport> support;
+    NodeTypes original;
+  };
+
+  bool PlanNode(const onnx::NodeProto& node, const std::string& name, const FloatSupport& support,
+                const NodeTypes& original, Scope& scope, NodePlan& plan);
+  int DecideByRules(const onnx::NodeProto& node, const std::string& name,
+                    const FloatSupport& support, const Scope& scope, NodePlan& plan,
+                    bool& deferred);
+  int CheckLegality(const onnx::NodeProto& node, const FloatSupport& support, const Scope& scope,
+                    int dtype, NodePlan& plan);
+  void ApplyDtype(const onnx::NodeProto& node, const FloatSupport& support,
+                  const NodeTypes& original, int dtype, NodePlan& plan);
+  void ResolveDeferred(const GraphIndex& index, std::vector<Deferred>& deferred);
+  float MaxAbs(const TensorProto& tensor);
+
+  PrecisionPlan& plan_;
+  const AutocastOptions& options_;
+  OpsetVersions opsets_;
+  std::unique_ptr<RE2> block_, lower_;
+  absl::flat_hash_map<const TensorProto*, float> max_abs_;
+};
+
+void Planner::PlanGraph(const GraphIndex& index, const Scope* outer, bool top_level) {
+  const onnx::GraphProto& graph = index.graph();
+  Scope scope(outer);
+  for (const TensorProto& init : graph.initializer()) {
+    scope[init.name()] = Value{init.data_type(), &init, true, false};
+  }
+  for (const onnx::ValueInfoProto& input : graph.input()) {
+    const int declared = ElemType(&input.type());
+    const bool lower = top_level && options_.low_io && declared == TensorProto::FLOAT;
+    scope[input.name()] = Value{lower ? options_.low_dtype : declared};  // never a constant
+  }
+  std::vector<Deferred> deferred;
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto& node = graph.node(i);
+    NodeTypes original;
+    for (const std::string& input : node.input()) {
+      original.inputs.push_back(input.empty() ? 0 : ElemType(index.Type(input)));
+    }
+    for (const std::string& output : node.output()) {
+      original.outputs.push_back(output.empty() ? 0 : ElemType(index.Type(output)));
+    }
+    auto support = std::make_unique<FloatSupport>(node, opsets_, original.inputs);
+    const std::string name = node.name().empty() ? absl::StrCat(graph.name(), "#", i) : node.name();
+    NodePlan& plan = plan_.nodes[&node];
+    plan_.order.push_back(&node);
+    if (PlanNode(node, name, *support, original, scope, plan)) {
+      deferred.push_back(Deferred{&node, std::move(support), std::move(original)});
+    }
+    for (const GraphIndex* sub : index.Subgraphs(node)) PlanGraph(*sub, &scope, false);
+  }
+  ResolveDeferred(index, deferred);
+}
+
+// Returns whether the decision waits for the node's consumers (all float inputs constant).
+bool Planner::PlanNode(const onnx::NodeProto& node, const std::string& name,
+                       const FloatSupport& support, const NodeTypes& original, Scope& scope,
+                       NodePlan& plan) {
+  plan.name = name;
+  plan.op_type = node.op_type();
+  plan.input_dtypes.assign(node.input_size(), 0);
+  bool loss = IsLossOp(node);
+  bool all_flexible = node.input_size() > 0;
+  for (const std::string& input : node.input()) {
+    const Value* v = input.empty() ? nullptr : scope.Find(input);
+    loss = loss || (v != nullptr && v->loss);
+    all_flexible = all_flexible && (input.empty() || (v != nullptr && v->flexible));
+  }
+  bool deferred = false;
+  const int dtype = DecideByRules(node, name, support, scope, plan, deferred);
+  ApplyDtype(node, support, original, dtype, plan);
+  const bool constant_node = node.op_type() == "Constant" && node.attribute_size() == 1 &&
+                             node.attribute(0).name() == "value";
+  for (int i = 0; i < node.output_size(); ++i) {
+    Value& out = scope[node.output(i)];
+    out.dtype = plan.output_dtypes[i];
+    out.constant = constant_node ? &node.attribute(0).t() : nullptr;
+    out.flexible = constant_node || (deferred && all_flexible);
+    out.loss = loss;
+  }
+  return deferred;
+}
+
+int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
+                           const FloatSupport& support, const Scope& scope, NodePlan& plan,
+                           bool& deferred) {
+  if (HasSubgraph(node)) {
+    plan.rule = "control flow: signature kept, bodies planned by the same rules";
+    return 0;
+  }
+  if (node.op_type() == "Cast" && node.domain().empty()) {
+    plan.rule = "existing Cast: kept as the model states it";
+    return 0;
+  }
+  if (support.main_var().empty()) {
+    plan.rule = "no float32 input: dtypes kept";
+    return 0;
+  }
+  plan.category = options_.policy.Lookup(node.domain(), node.op_type());
+  const std::string& source = options_.policy.Source(node.domain(), node.op_type());
+  if (block_ != nullptr && RE2::FullMatch(node.name(), *block_)) {
+    plan.rule = absl::StrCat("--block-node '", options_.block_node_regex, "'");
+    return TensorProto::FLOAT;
+  }
+  if (lower_ != nullptr && RE2::FullMatch(node.name(), *lower_)) {
+    plan.rule = absl::StrCat("--lower-node '", options_.lower_node_regex, "'");
+    return CheckLegality(node, support, scope, options_.low_dtype, plan);
+  }
+  bool loss = IsLossOp(node);
+  for (const std::string& input : node.input()) {
+    const Value* v = input.empty() ? nullptr : scope.Find(input);
+    loss = loss || (v != nullptr && v->loss);
+  }
+  if (loss) {
+    plan.rule = "loss subgraph: the loss and everything downstream of it stay FP32";
+    return TensorProto::FLOAT;
+  }
+  plan.rule = absl::StrCat("category ", CategoryName(plan.category), " (", source, ")");
+  switch (plan.category) {
+    case Category::kLower:
+      return CheckLegality(node, support, scope, options_.low_dtype, plan);
+    case Category::kFp32:
+      return TensorProto::FLOAT;
+    case Category::kKeep:
+      plan_.warnings.push_back(absl::StrCat("node '", name, "' (", node.op_type(),
+                                            "): op not in the policy; its dtypes are kept"));
+      return 0;
+    case Category::kFollow:
+      break;
+  }
+  int widest = 0;
+  for (int slot = 0; slot < node.input_size(); ++slot) {
+    const Value* v = node.input(slot).empty() ? nullptr : scope.Find(node.input(slot));
+    if (v == nullptr || v->flexible || !support.InputFollowsMain(slot) || !IsFloat(v->dtype)) {
+      continue;
+    }
+    if (widest == 0 || v->dtype == TensorProto::FLOAT) widest = v->dtype;
+  }
+  if (widest == 0) {
+    deferred = true;
+    plan.rule = "category FOLLOW, inputs all constant: follows its consumers";
+    return TensorProto::FLOAT;  // until ResolveDeferred looks at the consumers
+  }
+  if (widest != TensorProto::FLOAT) return CheckLegality(node, support, scope, widest, plan);
+  return TensorProto::FLOAT;
+}
+
+// The low dtype only where the schema allows it and no constant overflows FP16.
+int Planner::CheckLegality(const onnx::NodeProto& node, const FloatSupport& support,
+                           const Scope& scope, int dtype, NodePlan& plan) {
+  if (!support.MainAdmits(dtype)) {
+    plan.rule = absl::StrCat(plan.rule, "; but schema ", support.SchemaName(), " does not allow ",
+                             DtypeName(dtype), " for ", support.main_var(), ": FP32");
+    return TensorProto::FLOAT;
+  }
+  if (dtype != TensorProto::FLOAT16 || options_.clamp) return dtype;
+  for (int slot = 0; slot < node.input_size(); ++slot) {
+    const Value* v = node.input(slot).empty() ? nullptr : scope.Find(node.input(slot));
+    if (v == nullptr || v->constant == nullptr || !support.InputFollowsMain(slot)) continue;
+    const float max = MaxAbs(*v->constant);
+    if (max > kFp16Max) {
+      plan.rule = absl::StrFormat(
+          "range: constant '%s' holds |x| = %g > 65504, which FP16 cannot represent: FP32 "
+          "(--clamp clamps instead)",
+          node.input(slot), max);
+      return TensorProto::FLOAT;
+    }
+  }
+  return dtype;
+}
+
+float Planner::MaxAbs(const TensorProto& tensor) {
+  auto [it, inserted] = max_abs_.try_emplace(&tensor, 0.0f);
+  if (inserted) it->second = MaxFiniteAbs(tensor);
+  return it->second;
+}
+
+// Wanted input and resulting output dtypes: slots of the main type variable take `dtype`; other
+// float slots keep the input model's dtype. dtype 0 keeps every slot as the input model had it.
+void Planner::ApplyDtype(const onnx::NodeProto& node, const FloatSupport& support,
+                         const NodeTypes& original, int dtype, NodePlan& plan) {
+  plan.dtype = dtype;
+  const bool keeps_all = dtype == 0 && !(node.op_type() == "Cast" && node.domain().empty());
+  for (int slot = 0; slot < node.input_size(); ++slot) {
+    const int before = original.inputs[slot];
+    const int wanted = dtype != 0 && support.InputFollowsMain(slot) ? dtype : before;
+    plan.input_dtypes[slot] = (dtype != 0 || keeps_all) && IsFloat(before) ? wanted : 0;
+  }
+  plan.output_dtypes.clear();
+  for (int slot = 0; slot < node.output_size(); ++slot) {
+    const bool follows = dtype != 0 && support.OutputFollowsMain(slot);
+    plan.output_dtypes.push_back(follows ? dtype : original.outputs[slot]);
+  }
+}
+
+void Planner::ResolveDeferred(const GraphIndex& index, std::vector<Deferred>& deferred) {
+  for (auto it = deferred.rbegin(); it != deferred.rend(); ++it) {
+    const onnx::NodeProto& node = *it->node;
+    NodePlan& plan = plan_.nodes[&node];
+    bool all_low = true, any = false;
+    for (const std::string& output : node.output()) {
+      if (index.IsGraphOutput(output)) all_low = false;
+      for (const ValueUse& use : index.Consumers(output)) {
+        if (use.slot == ValueUse::kImplicitSlot) {
+          all_low = false;
+          continue;
+        }
+        const int wanted = plan_.nodes[use.node].input_dtypes[use.slot];
+        if (wanted == 0) continue;
+        any = true;
+        all_low = all_low && wanted == options_.low_dtype;
+      }
+    }
+    if (any && all_low && it->support->MainAdmits(options_.low_dtype)) {
+      ApplyDtype(node, *it->support, it->original, options_.low_dtype, plan);
+    }
+  }
+}
+
+}  // namespace
+
+std::string DtypeName(int elem_type) {
+  switch (elem_type) {
+    case TensorProto::FLOAT16:
+      return "fp16";
+    case TensorProto::BFLOAT16:
+      return "bf16";
+    case TensorProto::FLOAT:
+      return "fp32";
+    case TensorProto::DOUBLE:
+      return "fp64";
+    case 0:
+      return "kept";
+  }
+  return TensorProto::DataType_Name(static_cast<TensorProto::DataType>(elem_type));
+}
+
+absl::StatusOr<bool> Autocast::Run(ModelContext& context) {
+  auto index = GraphIndex::Build(context.model.graph());
+  if (!index.ok()) return index.status();
+  auto plan = std::make_shared<PrecisionPlan>();
+  plan->low_dtype = context.autocast.low_dtype;
+  plan->low_io = context.autocast.low_io;
+  plan->clamp = context.autocast.clamp;
+  Planner(context, *plan).PlanGraph(**index, nullptr, true);
+  context.plan = std::move(plan);
+  return false;
+}
+
+}  // namespace ampc

@@ -1,0 +1,89 @@
+#include "passes/float_support.h"
+
+#include <onnx/defs/data_type_utils.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace ampc {
+namespace {
+
+const std::string& TensorTypeString(int dtype) {
+  static const auto* names =
+      new absl::flat_hash_map<int, std::string>{{onnx::TensorProto::FLOAT, "tensor(float)"},
+                                                {onnx::TensorProto::FLOAT16, "tensor(float16)"},
+                                                {onnx::TensorProto::BFLOAT16, "tensor(bfloat16)"},
+                                                {onnx::TensorProto::DOUBLE, "tensor(double)"}};
+  static const std::string* none = new std::string();
+  auto it = names->find(dtype);
+  return it == names->end() ? *none : it->second;
+}
+
+bool IsTypeVariable(const onnx::OpSchema& schema, const std::string& type_str) {
+  for (const auto& constraint : schema.typeConstraintParams()) {
+    if (constraint.type_param_str == type_str) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+OpsetVersions OpsetsOf(const onnx::ModelProto& model) {
+  OpsetVersions opsets;
+  for (const onnx::OperatorSetIdProto& opset : model.opset_import()) {
+    opsets[opset.domain() == "ai.onnx" ? "" : opset.domain()] = static_cast<int>(opset.version());
+  }
+  return opsets;
+}
+
+FloatSupport::FloatSupport(const onnx::NodeProto& node, const OpsetVersions& opsets,
+                           const std::vector<int>& input_types) {
+  const std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
+  auto version = opsets.find(domain);
+  if (version == opsets.end()) return;
+  schema_ = onnx::OpSchemaRegistry::Schema(node.op_type(), version->second, domain);
+  if (schema_ == nullptr) return;
+  for (size_t slot = 0; slot < input_types.size(); ++slot) {
+    if (input_types[slot] != onnx::TensorProto::FLOAT) continue;
+    const onnx::OpSchema::FormalParameter* formal = Formal(schema_->inputs(), slot);
+    if (formal == nullptr) continue;
+    // A concrete type ("tensor(float)", as Resize's scales) is not a variable.
+    if (!IsTypeVariable(*schema_, formal->GetTypeStr())) continue;
+    main_var_ = formal->GetTypeStr();
+    main_types_ = &formal->GetTypes();
+    return;
+  }
+}
+
+const onnx::OpSchema::FormalParameter* FloatSupport::Formal(
+    const std::vector<onnx::OpSchema::FormalParameter>& formals, int slot) const {
+  if (formals.empty()) return nullptr;
+  if (slot < static_cast<int>(formals.size())) return &formals[slot];
+  const onnx::OpSchema::FormalParameter& last = formals.back();
+  return last.GetOption() == onnx::OpSchema::Variadic ? &last : nullptr;
+}
+
+bool FloatSupport::MainAdmits(int dtype) const {
+  if (main_var_.empty()) return false;
+  const std::string& type = TensorTypeString(dtype);
+  if (type.empty()) return false;
+  return main_types_->count(onnx::Utils::DataTypeUtils::ToType(type)) > 0;
+}
+
+bool FloatSupport::InputFollowsMain(int slot) const {
+  if (main_var_.empty()) return false;
+  const onnx::OpSchema::FormalParameter* formal = Formal(schema_->inputs(), slot);
+  return formal != nullptr && formal->GetTypeStr() == main_var_;
+}
+
+bool FloatSupport::OutputFollowsMain(int slot) const {
+  if (main_var_.empty()) return false;
+  const onnx::OpSchema::FormalParameter* formal = Formal(schema_->outputs(), slot);
+  return formal != nullptr && formal->GetTypeStr() == main_var_;
+}
+
+std::string FloatSupport::SchemaName() const {
+  if (schema_ == nullptr) return "unknown op";
+  return absl::StrCat(schema_->Name(), "-", schema_->SinceVersion());
+}
+
+}  // namespace ampc

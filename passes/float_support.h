@@ -1,0 +1,45 @@
+// What an op's schema allows, per input and output slot: the autocast pass asks this (as XLA's
+// FloatSupport) instead of guessing from op names. "Main" is the type variable of the node's first
+// FP32 input: the one the node's compute dtype changes; every other variable keeps its dtype.
+#pragma once
+
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace ampc {
+
+// Opset version per domain ("" for the default domain).
+using OpsetVersions = absl::flat_hash_map<std::string, int>;
+OpsetVersions OpsetsOf(const onnx::ModelProto& model);
+
+class FloatSupport {
+ public:
+  // `input_types` are the node's input elem types in the input model (0 for an absent input).
+  FloatSupport(const onnx::NodeProto& node, const OpsetVersions& opsets,
+               const std::vector<int>& input_types);
+
+  const onnx::OpSchema* schema() const { return schema_; }
+  // The main type variable; empty when the node has no FP32 input bound to a type variable.
+  const std::string& main_var() const { return main_var_; }
+  // Whether the main variable admits elem type `dtype`.
+  bool MainAdmits(int dtype) const;
+  bool InputFollowsMain(int slot) const;
+  bool OutputFollowsMain(int slot) const;
+  // "Conv-11" for messages.
+  std::string SchemaName() const;
+
+ private:
+  const onnx::OpSchema::FormalParameter* Formal(
+      const std::vector<onnx::OpSchema::FormalParameter>& formals, int slot) const;
+
+  const onnx::OpSchema* schema_ = nullptr;
+  std::string main_var_;
+  const onnx::DataTypeSet* main_types_ = nullptr;
+};
+
+}  // namespace ampc

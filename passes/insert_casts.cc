@@ -1,0 +1,333 @@
+#include "passes/insert_casts.h"
+
+#include <memory>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "passes/convert_constant.h"
+#include "passes/graph_index.h"
+#include "passes/name_allocator.h"
+
+namespace ampc {
+namespace {
+
+using onnx::NodeProto;
+using onnx::TensorProto;
+
+// A value during the rewrite: its dtype now, the name it goes by now (a graph output's producer
+// is renamed), and where a converted copy of it would be placed.
+struct Value {
+  int dtype = 0;
+  std::string name;
+  int producer = -1;                      // position in the graph's nodes; -1: none in this graph
+  const TensorProto* constant = nullptr;  // an initializer or a Constant node's tensor
+  const onnx::TypeProto* type = nullptr;  // declared/inferred type in the input model
+};
+
+class Scope {
+ public:
+  explicit Scope(const Scope* parent) : parent_(parent) {}
+  const Value* Find(const std::string& key) const {
+    auto it = values_.find(key);
+    if (it != values_.end()) return &it->second;
+    return parent_ == nullptr ? nullptr : parent_->Find(key);
+  }
+  bool IsLocal(const std::string& key) const { return values_.contains(key); }
+  Value& operator[](const std::string& key) { return values_[key]; }
+
+ private:
+  const Scope* parent_;
+  absl::flat_hash_map<std::string, Value> values_;
+};
+
+// State shared by the rewriters of every graph of the model.
+struct Shared {
+  PrecisionPlan& plan;
+  NameAllocator names;
+  absl::flat_hash_set<std::string> converted_initializers;  // removed when no longer read
+};
+
+class GraphRewriter {
+ public:
+  GraphRewriter(onnx::GraphProto& graph, const GraphIndex& index, const Scope* outer, bool top,
+                Shared& shared)
+      : graph_(graph),
+        index_(index),
+        scope_(outer),
+        top_(top),
+        shared_(shared),
+        plan_(shared.plan),
+        names_(shared.names) {}
+
+  void Run();
+
+ private:
+  int DeclaredOutputDtype(const onnx::ValueInfoProto& output) const;
+  void RenameMismatchedOutputs();
+  void SeedScope();
+  void RewriteNode(int position);
+  std::string Convert(const std::string& key, const Value& value, int dtype,
+                      const std::string& output_name = "");
+  std::string ConvertConstant(const Value& value, int dtype);
+  void Place(int producer, std::unique_ptr<NodeProto> node);
+  void AddValueInfo(const std::string& name, const onnx::TypeProto* like, int dtype);
+  void FinishGraphInterface();
+  void Reorder();
+
+  onnx::GraphProto& graph_;
+  const GraphIndex& index_;
+  Scope scope_;
+  bool top_;
+  Shared& shared_;
+  PrecisionPlan& plan_;
+  NameAllocator& names_;
+  int original_value_infos_ = 0;
+  absl::flat_hash_map<std::string, std::string> renamed_outputs_;  // new name -> graph output
+  absl::flat_hash_map<std::pair<std::string, int>, std::string> converted_;
+  std::vector<std::vector<std::unique_ptr<NodeProto>>> after_;  // [0]: top, [i + 1]: after node i
+};
+
+int GraphRewriter::DeclaredOutputDtype(const onnx::ValueInfoProto& output) const {
+  const int declared = output.type().tensor_type().elem_type();
+  return top_ && plan_.low_io && declared == TensorProto::FLOAT ? plan_.low_dtype : declared;
+}
+
+// A graph output whose producer now computes another dtype: the producer's output gets a new
+// name and a Cast back to the declared dtype takes the output's name.
+void GraphRewriter::RenameMismatchedOutputs() {
+  for (const onnx::ValueInfoProto& output : graph_.output()) {
+    const ValueSource* source = index_.Source(output.name());
+    if (source == nullptr || source->kind != ValueSource::Kind::kNode) continue;
+    auto it = plan_.nodes.find(source->node);
+    if (it == plan_.nodes.end()) continue;
+    const int now = it->second.output_dtypes[source->slot];
+    const int declared = DeclaredOutputDtype(output);
+    const int position = index_.NodeIndex(*source->node);
+    if (now == declared || now == 0 ||
+        graph_.node(position).output(source->slot) != output.name()) {
+      continue;  // the same value listed twice as an output is renamed once
+    }
+    const std::string renamed = names_.Fresh(absl::StrCat(output.name(), "_", DtypeName(now)));
+    renamed_outputs_[renamed] = output.name();
+    graph_.mutable_node(position)->set_output(source->slot, renamed);
+    const Value value{now, renamed, position, nullptr, &output.type()};
+    Convert(output.name(), value, declared, output.name());
+    AddValueInfo(renamed, &output.type(), now);
+  }
+}
+
+void GraphRewriter::SeedScope() {
+  for (const TensorProto& init : graph_.initializer()) {
+    scope_[init.name()] = Value{init.data_type(), init.name(), -1, &init, index_.Type(init.name())};
+  }
+  for (onnx::ValueInfoProto& input : *graph_.mutable_input()) {
+    auto* tensor = input.mutable_type()->mutable_tensor_type();
+    if (top_ && plan_.low_io && tensor->elem_type() == TensorProto::FLOAT) {
+      tensor->set_elem_type(plan_.low_dtype);
+    }
+    scope_[input.name()] = Value{tensor->elem_type(), input.name(), -1, nullptr, &input.type()};
+  }
+}
+
+void GraphRewriter::Run() {
+  original_value_infos_ = graph_.value_info_size();
+  after_.resize(graph_.node_size() + 1);
+  RenameMismatchedOutputs();
+  SeedScope();
+  for (int i = 0; i < graph_.node_size(); ++i) RewriteNode(i);
+  FinishGraphInterface();
+  Reorder();
+}
+
+void GraphRewriter::RewriteNode(int position) {
+  NodeProto& node = *graph_.mutable_node(position);
+  auto planned = plan_.nodes.find(&node);
+  NodePlan* plan = planned == plan_.nodes.end() ? nullptr : &planned->second;
+  for (int slot = 0; slot < node.input_size(); ++slot) {
+    if (node.input(slot).empty()) continue;
+    const Value* value = scope_.Find(node.input(slot));
+    if (value == nullptr) continue;
+    const int wanted = plan == nullptr ? 0 : plan->input_dtypes[slot];
+    if (wanted == 0 || wanted == value->dtype || value->dtype == 0) {
+      node.set_input(slot, value->name);
+      continue;
+    }
+    const int64_t before = plan_.casts_added;
+    node.set_input(slot, Convert(node.input(slot), *value, wanted));
+    if (plan != nullptr) plan->casts_added += static_cast<int>(plan_.casts_added - before);
+  }
+  const std::vector<const GraphIndex*> subgraphs = index_.Subgraphs(node);
+  int next = 0;
+  for (onnx::AttributeProto& attribute : *node.mutable_attribute()) {
+    if (attribute.has_g()) {
+      GraphRewriter(*attribute.mutable_g(), *subgraphs[next++], &scope_, false, shared_).Run();
+    }
+    for (onnx::GraphProto& sub : *attribute.mutable_graphs()) {
+      GraphRewriter(sub, *subgraphs[next++], &scope_, false, shared_).Run();
+    }
+  }
+  const bool constant_node = node.op_type() == "Constant" && node.attribute_size() == 1 &&
+                             node.attribute(0).name() == "value";
+  for (int slot = 0; slot < node.output_size(); ++slot) {
+    const std::string& name = node.output(slot);
+    if (name.empty()) continue;
+    auto renamed = renamed_outputs_.find(name);
+    const std::string key = renamed == renamed_outputs_.end() ? name : renamed->second;
+    const int dtype = plan == nullptr ? 0 : plan->output_dtypes[slot];
+    scope_[key] = Value{dtype, name, position, constant_node ? &node.attribute(0).t() : nullptr,
+                        index_.Type(key)};
+  }
+}
+
+// `value` as `dtype`: a converted constant, or one shared Cast placed right after the producer.
+// `output_name` names the result (a graph output cast back to its declared dtype).
+std::string GraphRewriter::Convert(const std::string& key, const Value& value, int dtype,
+                                   const std::string& output_name) {
+  auto cached = converted_.find({value.name, dtype});
+  if (cached != converted_.end()) return cached->second;
+  std::string out;
+  if (value.constant != nullptr && output_name.empty()) {
+    out = ConvertConstant(value, dtype);
+  } else {
+    out = output_name.empty() ? names_.Fresh(absl::StrCat(value.name, "_", DtypeName(dtype)))
+                              : output_name;
+    auto cast = std::make_unique<NodeProto>();
+    cast->set_op_type("Cast");
+    cast->set_name(names_.Fresh(absl::StrCat(out, "_cast")));
+    cast->add_input(value.name);
+    cast->add_output(out);
+    onnx::AttributeProto* to = cast->add_attribute();
+    to->set_name("to");
+    to->set_type(onnx::AttributeProto::INT);
+    to->set_i(dtype);
+    Place(value.producer, std::move(cast));
+    if (output_name.empty()) AddValueInfo(out, value.type, dtype);
+    ++plan_.casts_added;
+  }
+  converted_[{value.name, dtype}] = out;
+  return out;
+}
+
+std::string GraphRewriter::ConvertConstant(const Value& value, int dtype) {
+  ConversionStats stats;
+  TensorProto converted = ampc::ConvertConstant(*value.constant, dtype, plan_.clamp, stats);
+  plan_.values_clamped += stats.clamped;
+  plan_.values_flushed_to_zero += stats.flushed_to_zero;
+  if (stats.overflowed > 0) {
+    plan_.warnings.push_back(absl::StrCat("constant '", value.name, "': ", stats.overflowed,
+                                          " values overflow ", DtypeName(dtype), " to inf"));
+  }
+  ++plan_.constants_converted;
+  const std::string name = names_.Fresh(absl::StrCat(value.name, "_", DtypeName(dtype)));
+  if (value.producer < 0) {
+    converted.set_name(name);
+    *graph_.add_initializer() = std::move(converted);
+    shared_.converted_initializers.insert(value.name);
+    return name;
+  }
+  auto constant = std::make_unique<NodeProto>();
+  constant->set_op_type("Constant");
+  constant->set_name(names_.Fresh(absl::StrCat(name, "_constant")));
+  constant->add_output(name);
+  onnx::AttributeProto* attribute = constant->add_attribute();
+  attribute->set_name("value");
+  attribute->set_type(onnx::AttributeProto::TENSOR);
+  *attribute->mutable_t() = std::move(converted);
+  Place(value.producer, std::move(constant));
+  AddValueInfo(name, value.type, dtype);
+  return name;
+}
+
+void GraphRewriter::Place(int producer, std::unique_ptr<NodeProto> node) {
+  after_[producer + 1].push_back(std::move(node));
+}
+
+void GraphRewriter::AddValueInfo(const std::string& name, const onnx::TypeProto* like, int dtype) {
+  onnx::ValueInfoProto* info = graph_.add_value_info();
+  info->set_name(name);
+  if (like != nullptr) *info->mutable_type() = *like;
+  info->mutable_type()->mutable_tensor_type()->set_elem_type(dtype);
+}
+
+// The declared types of graph outputs (--low-io) and of values whose dtype changed.
+void GraphRewriter::FinishGraphInterface() {
+  for (onnx::ValueInfoProto& output : *graph_.mutable_output()) {
+    auto* tensor = output.mutable_type()->mutable_tensor_type();
+    tensor->set_elem_type(DeclaredOutputDtype(output));
+  }
+  for (int i = 0; i < original_value_infos_; ++i) {
+    onnx::ValueInfoProto& info = *graph_.mutable_value_info(i);
+    if (!scope_.IsLocal(info.name())) continue;
+    const Value& value = *scope_.Find(info.name());
+    if (value.name == info.name() && value.dtype != 0 && info.type().has_tensor_type()) {
+      info.mutable_type()->mutable_tensor_type()->set_elem_type(value.dtype);
+    }
+  }
+}
+
+// Casts go right after their producer (graph inputs' and outer values' at the top): the node
+// order stays topological without a sort, and NodeProto objects keep their addresses.
+void GraphRewriter::Reorder() {
+  const int count = graph_.node_size();
+  std::vector<NodeProto*> nodes(count);
+  graph_.mutable_node()->ExtractSubrange(0, count, nodes.data());
+  for (auto& cast : after_[0]) graph_.mutable_node()->AddAllocated(cast.release());
+  for (int i = 0; i < count; ++i) {
+    graph_.mutable_node()->AddAllocated(nodes[i]);
+    for (auto& cast : after_[i + 1]) graph_.mutable_node()->AddAllocated(cast.release());
+  }
+}
+
+void CollectReads(const onnx::GraphProto& graph, absl::flat_hash_set<std::string>& reads) {
+  for (const onnx::ValueInfoProto& output : graph.output()) reads.insert(output.name());
+  for (const NodeProto& node : graph.node()) {
+    for (const std::string& input : node.input()) reads.insert(input);
+    for (const onnx::AttributeProto& attribute : node.attribute()) {
+      if (attribute.has_g()) CollectReads(attribute.g(), reads);
+      for (const onnx::GraphProto& sub : attribute.graphs()) CollectReads(sub, reads);
+    }
+  }
+}
+
+// Drops FP32 initializers that every reader now takes as a converted copy.
+void RemoveConvertedInitializers(onnx::GraphProto& graph,
+                                 const absl::flat_hash_set<std::string>& converted,
+                                 const absl::flat_hash_set<std::string>& reads) {
+  auto* initializers = graph.mutable_initializer();
+  int kept = 0;
+  for (int i = 0; i < initializers->size(); ++i) {
+    const std::string& name = initializers->Get(i).name();
+    if (converted.contains(name) && !reads.contains(name)) continue;
+    if (kept != i) initializers->SwapElements(kept, i);
+    ++kept;
+  }
+  initializers->DeleteSubrange(kept, initializers->size() - kept);
+  for (NodeProto& node : *graph.mutable_node()) {
+    for (onnx::AttributeProto& attribute : *node.mutable_attribute()) {
+      if (attribute.has_g()) RemoveConvertedInitializers(*attribute.mutable_g(), converted, reads);
+      for (onnx::GraphProto& sub : *attribute.mutable_graphs()) {
+        RemoveConvertedInitializers(sub, converted, reads);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<bool> InsertCasts::Run(ModelContext& context) {
+  if (context.plan == nullptr) {
+    return absl::FailedPreconditionError(
+        "insert-casts applies the plan of autocast; run --passes=autocast,insert-casts");
+  }
+  auto index = GraphIndex::Build(context.model.graph());
+  if (!index.ok()) return index.status();
+  Shared shared{*context.plan, NameAllocator(context.model), {}};
+  GraphRewriter(*context.model.mutable_graph(), **index, nullptr, true, shared).Run();
+  absl::flat_hash_set<std::string> reads;
+  CollectReads(context.model.graph(), reads);
+  RemoveConvertedInitializers(*context.model.mutable_graph(), shared.converted_initializers, reads);
+  return context.plan->casts_added > 0 || context.plan->constants_converted > 0 ||
+         context.plan->low_io;
+}
+
+}  // namespace ampc
