@@ -22,6 +22,7 @@ struct Value {
   int producer = -1;                      // position in the graph's nodes; -1: none in this graph
   const TensorProto* constant = nullptr;  // an initializer or a Constant node's tensor
   const onnx::TypeProto* type = nullptr;  // declared/inferred type in the input model
+  bool constant_is_initializer = false;
 };
 
 class Scope {
@@ -49,12 +50,13 @@ struct Shared {
 
 class GraphRewriter {
  public:
-  GraphRewriter(onnx::GraphProto& graph, const GraphIndex& index, const Scope* outer, bool top,
+  GraphRewriter(onnx::GraphProto& graph, const GraphIndex& index, const GraphRewriter* parent,
                 Shared& shared)
       : graph_(graph),
         index_(index),
-        scope_(outer),
-        top_(top),
+        parent_(parent),
+        scope_(parent == nullptr ? nullptr : &parent->scope_),
+        top_(parent == nullptr),
         shared_(shared),
         plan_(shared.plan),
         names_(shared.names) {}
@@ -68,14 +70,17 @@ class GraphRewriter {
   void RewriteNode(int position);
   std::string Convert(const std::string& key, const Value& value, int dtype,
                       const std::string& output_name = "");
-  std::string ConvertConstant(const Value& value, int dtype);
+  std::string ConvertConstant(const std::string& key, const Value& value, int dtype);
   void Place(int producer, std::unique_ptr<NodeProto> node);
   void AddValueInfo(const std::string& name, const onnx::TypeProto* like, int dtype);
   void FinishGraphInterface();
   void Reorder();
 
+  const std::string* FindConverted(const std::string& name, int dtype) const;
+
   onnx::GraphProto& graph_;
   const GraphIndex& index_;
+  const GraphRewriter* parent_;
   Scope scope_;
   bool top_;
   Shared& shared_;
@@ -118,7 +123,8 @@ void GraphRewriter::RenameMismatchedOutputs() {
 
 void GraphRewriter::SeedScope() {
   for (const TensorProto& init : graph_.initializer()) {
-    scope_[init.name()] = Value{init.data_type(), init.name(), -1, &init, index_.Type(init.name())};
+    scope_[init.name()] =
+        Value{init.data_type(), init.name(), -1, &init, index_.Type(init.name()), true};
   }
   for (onnx::ValueInfoProto& input : *graph_.mutable_input()) {
     auto* tensor = input.mutable_type()->mutable_tensor_type();
@@ -152,18 +158,21 @@ void GraphRewriter::RewriteNode(int position) {
       node.set_input(slot, value->name);
       continue;
     }
+    // A value of an enclosing graph is converted at the top of this one.
+    Value here = *value;
+    if (!scope_.IsLocal(node.input(slot))) here.producer = -1;
     const int64_t before = plan_.casts_added;
-    node.set_input(slot, Convert(node.input(slot), *value, wanted));
+    node.set_input(slot, Convert(node.input(slot), here, wanted));
     if (plan != nullptr) plan->casts_added += static_cast<int>(plan_.casts_added - before);
   }
   const std::vector<const GraphIndex*> subgraphs = index_.Subgraphs(node);
   int next = 0;
   for (onnx::AttributeProto& attribute : *node.mutable_attribute()) {
     if (attribute.has_g()) {
-      GraphRewriter(*attribute.mutable_g(), *subgraphs[next++], &scope_, false, shared_).Run();
+      GraphRewriter(*attribute.mutable_g(), *subgraphs[next++], this, shared_).Run();
     }
     for (onnx::GraphProto& sub : *attribute.mutable_graphs()) {
-      GraphRewriter(sub, *subgraphs[next++], &scope_, false, shared_).Run();
+      GraphRewriter(sub, *subgraphs[next++], this, shared_).Run();
     }
   }
   const bool constant_node = node.op_type() == "Constant" && node.attribute_size() == 1 &&
@@ -179,15 +188,22 @@ void GraphRewriter::RewriteNode(int position) {
   }
 }
 
+// A conversion made in this graph, or in an enclosing one (it precedes the node owning this
+// graph, so it is in scope here).
+const std::string* GraphRewriter::FindConverted(const std::string& name, int dtype) const {
+  auto it = converted_.find({name, dtype});
+  if (it != converted_.end()) return &it->second;
+  return parent_ == nullptr ? nullptr : parent_->FindConverted(name, dtype);
+}
+
 // `value` as `dtype`: a converted constant, or one shared Cast placed right after the producer.
 // `output_name` names the result (a graph output cast back to its declared dtype).
 std::string GraphRewriter::Convert(const std::string& key, const Value& value, int dtype,
                                    const std::string& output_name) {
-  auto cached = converted_.find({value.name, dtype});
-  if (cached != converted_.end()) return cached->second;
+  if (const std::string* cached = FindConverted(value.name, dtype)) return *cached;
   std::string out;
   if (value.constant != nullptr && output_name.empty()) {
-    out = ConvertConstant(value, dtype);
+    out = ConvertConstant(key, value, dtype);
   } else {
     out = output_name.empty() ? names_.Fresh(absl::StrCat(value.name, "_", DtypeName(dtype)))
                               : output_name;
@@ -208,7 +224,7 @@ std::string GraphRewriter::Convert(const std::string& key, const Value& value, i
   return out;
 }
 
-std::string GraphRewriter::ConvertConstant(const Value& value, int dtype) {
+std::string GraphRewriter::ConvertConstant(const std::string& key, const Value& value, int dtype) {
   ConversionStats stats;
   TensorProto converted = ampc::ConvertConstant(*value.constant, dtype, plan_.clamp, stats);
   plan_.values_clamped += stats.clamped;
@@ -219,7 +235,7 @@ std::string GraphRewriter::ConvertConstant(const Value& value, int dtype) {
   }
   ++plan_.constants_converted;
   const std::string name = names_.Fresh(absl::StrCat(value.name, "_", DtypeName(dtype)));
-  if (value.producer < 0) {
+  if (value.constant_is_initializer) {
     converted.set_name(name);
     *graph_.add_initializer() = std::move(converted);
     shared_.converted_initializers.insert(value.name);
@@ -322,7 +338,7 @@ absl::StatusOr<bool> InsertCasts::Run(ModelContext& context) {
   auto index = GraphIndex::Build(context.model.graph());
   if (!index.ok()) return index.status();
   Shared shared{*context.plan, NameAllocator(context.model), {}};
-  GraphRewriter(*context.model.mutable_graph(), **index, nullptr, true, shared).Run();
+  GraphRewriter(*context.model.mutable_graph(), **index, nullptr, shared).Run();
   absl::flat_hash_set<std::string> reads;
   CollectReads(context.model.graph(), reads);
   RemoveConvertedInitializers(*context.model.mutable_graph(), shared.converted_initializers, reads);

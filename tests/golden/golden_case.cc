@@ -17,6 +17,8 @@ absl::Status AddSection(GoldenCase& golden, absl::string_view header, const std:
     golden.args = std::string(absl::StripAsciiWhitespace(body));
   } else if (header == "input") {
     golden.input = body;
+  } else if (header == "names") {
+    golden.names = body;
   } else if (absl::ConsumePrefix(&header, "exit ")) {
     if (!absl::SimpleAtoi(header, &golden.exit_code)) {
       return absl::InvalidArgumentError(absl::StrCat("bad exit code '", header, "'"));
@@ -63,6 +65,7 @@ std::string FormatGoldenCase(const GoldenCase& golden) {
   std::string text = golden.preamble;
   absl::StrAppend(&text, kMarker, "args\n", golden.args, "\n");
   absl::StrAppend(&text, kMarker, "input\n", golden.input);
+  if (!golden.names.empty()) absl::StrAppend(&text, kMarker, "names\n", golden.names);
   absl::StrAppend(&text, kMarker, "exit ", golden.exit_code, "\n");
   if (!golden.stderr_lines.empty())
     absl::StrAppend(&text, kMarker, "stderr\n", golden.stderr_lines);

@@ -36,16 +36,22 @@ struct Outcome {
   std::string leftovers;  // files a failed run left behind
 };
 
+// %in and %out stand for the model files, %golden for the folder of the .test file.
 absl::StatusOr<Outcome> Run(const std::string& ampc, const GoldenCase& golden,
-                            const fs::path& dir) {
+                            const std::string& golden_dir, const fs::path& dir) {
   onnx::ModelProto model;
   onnx::Status parsed = onnx::OnnxParser::Parse(model, golden.input.c_str());
   if (!parsed.IsOK()) return absl::InvalidArgumentError("input: " + parsed.ErrorMessage());
+  int position = 0;
+  for (absl::string_view name : absl::StrSplit(golden.names, '\n', absl::SkipEmpty())) {
+    if (position >= model.graph().node_size()) return absl::InvalidArgumentError("too many names");
+    model.mutable_graph()->mutable_node(position++)->set_name(std::string(name));
+  }
   const std::string in = (dir / "in.onnx").string(), out = (dir / "out.onnx").string();
   WriteFile(in, model.SerializeAsString());
   std::vector<std::string> argv = {ampc};
   for (absl::string_view arg : absl::StrSplit(golden.args, ' ', absl::SkipWhitespace())) {
-    argv.push_back(absl::StrReplaceAll(arg, {{"%in", in}, {"%out", out}}));
+    argv.push_back(absl::StrReplaceAll(arg, {{"%in", in}, {"%out", out}, {"%golden", golden_dir}}));
   }
   const testing::ProcessResult process = testing::RunProcess(argv, dir.string());
   Outcome outcome;
@@ -119,7 +125,7 @@ bool RunFile(const std::string& ampc, const fs::path& file, bool update) {
   }
   char pattern[] = "/tmp/ampc-golden-XXXXXX";
   const fs::path dir = mkdtemp(pattern);
-  absl::StatusOr<Outcome> outcome = Run(ampc, *golden, dir);
+  absl::StatusOr<Outcome> outcome = Run(ampc, *golden, file.parent_path().string(), dir);
   bool ok = outcome.ok();
   if (!ok) std::cerr << file.string() << ": " << outcome.status().message() << "\n";
   if (ok && update) {
