@@ -136,9 +136,15 @@ absl::StatusOr<std::shared_ptr<PrecisionPlan>> CompileModel(
   ModelContext context(model, input);
   context.autocast = *std::move(options);
   if (absl::Status s = RunPipeline(context, pipeline); !s.ok()) return s;
+  if (context.plan != nullptr) {
+    for (const std::string& warning : context.plan->warnings) {
+      std::cerr << "ampc: " << input << ": warning: " << warning << "\n";
+    }
+  }
   summary.weight_bytes_after = WeightBytes(model);
   summary.casts_after = CountCasts(model);
   summary.plan = context.plan.get();
+  summary.model = &model;
   return context.plan;
 }
 
@@ -159,6 +165,7 @@ absl::Status Explain(const std::vector<std::string>& args) {
       CompileModel(args[1], loaded->model, *pipeline, summary);
   if (!plan.ok()) return plan.status();
   std::cout << ExplainTable(summary) << std::flush;
+  std::cerr << SummaryLine(summary) << "\n";
   return WriteReport(summary);
 }
 

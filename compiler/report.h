@@ -18,15 +18,19 @@ struct CompileSummary {
   int64_t casts_after = 0;              // Cast nodes in the output model
   double seconds = 0;                   // whole compile, load to save
   const PrecisionPlan* plan = nullptr;  // null when autocast did not run
+  // The compiled model the plan's nodes belong to: shapes for the FLOPs estimate ("n/a" if null).
+  const onnx::ModelProto* model = nullptr;
 };
 
 // Bytes of all initializers of every graph (sparse ones included); Cast nodes of every graph.
 int64_t WeightBytes(const onnx::ModelProto& model);
 int64_t CountCasts(const onnx::ModelProto& model);
 
-// One line for stderr: nodes per dtype, casts added/removed, weight bytes before -> after, time.
+// One line for stderr: nodes per dtype, casts added/removed, weight bytes before -> after,
+// warnings, time.
 std::string SummaryLine(const CompileSummary& summary);
-// The per-node table (node, op, dtype, rule that decided, casts added) and the summary.
+// For people: the per-node table (node, op, dtype, casts added, the rule that decided) and the
+// summary (nodes per dtype, casts, share of FLOPs in the low dtype, weights, warnings).
 std::string ExplainTable(const CompileSummary& summary);
 // --report FILE.json: per node and the summary, machine-readable (schema in docs/autocast.md).
 std::string ReportJson(const CompileSummary& summary);

@@ -86,7 +86,11 @@ struct NodeTypes {
 class Planner {
  public:
   Planner(ModelContext& context, PrecisionPlan& plan)
-      : plan_(plan), options_(context.autocast), opsets_(OpsetsOf(context.model)) {
+      : plan_(plan),
+        options_(context.autocast),
+        opsets_(OpsetsOf(context.model)),
+        cast_opset_(CastOpset(opsets_)),
+        cast_supports_low_(CastSupports(opsets_, options_.low_dtype)) {
     if (!options_.block_node_regex.empty()) {
       block_ = std::make_unique<RE2>(options_.block_node_regex);
     }
@@ -119,6 +123,8 @@ class Planner {
   PrecisionPlan& plan_;
   const AutocastOptions& options_;
   OpsetVersions opsets_;
+  int cast_opset_;
+  bool cast_supports_low_;
   std::unique_ptr<RE2> block_, lower_;
   absl::flat_hash_map<const TensorProto*, float> max_abs_;
 };
@@ -131,7 +137,9 @@ void Planner::PlanGraph(const GraphIndex& index, const Scope* outer, bool top_le
   }
   for (const onnx::ValueInfoProto& input : graph.input()) {
     const int declared = ElemType(&input.type());
-    const bool lower = top_level && options_.low_io && declared == TensorProto::FLOAT;
+    // An input with an initializer (IR < 4 defaults) is a weight: it keeps its type.
+    const bool lower = top_level && options_.low_io && declared == TensorProto::FLOAT &&
+                       index.Initializer(input.name()) == nullptr;
     scope[input.name()] = Value{lower ? options_.low_dtype : declared};  // never a constant
   }
   std::vector<Deferred> deferred;
@@ -252,6 +260,11 @@ int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
 // The low dtype only where the schema allows it and no constant overflows FP16.
 int Planner::CheckLegality(const onnx::NodeProto& node, const FloatSupport& support,
                            const Scope& scope, int dtype, NodePlan& plan) {
+  if (!cast_supports_low_) {
+    plan.rule =
+        absl::StrCat(plan.rule, "; but Cast-", cast_opset_, " has no ", DtypeName(dtype), ": FP32");
+    return TensorProto::FLOAT;
+  }
   if (!support.MainAdmits(dtype)) {
     plan.rule = absl::StrCat(plan.rule, "; but schema ", support.SchemaName(), " does not allow ",
                              DtypeName(dtype), " for ", support.main_var(), ": FP32");
@@ -292,7 +305,9 @@ void Planner::ApplyDtype(const onnx::NodeProto& node, const FloatSupport& suppor
   }
   plan.output_dtypes.clear();
   for (int slot = 0; slot < node.output_size(); ++slot) {
-    const bool follows = dtype != 0 && support.OutputFollowsMain(slot);
+    const bool follows =
+        dtype != 0 && support.OutputFollowsMain(slot) &&
+        (support.schema() != nullptr || original.outputs[slot] == TensorProto::FLOAT);
     plan.output_dtypes.push_back(follows ? dtype : original.outputs[slot]);
   }
 }
@@ -346,6 +361,15 @@ absl::StatusOr<bool> Autocast::Run(ModelContext& context) {
   plan->low_dtype = context.autocast.low_dtype;
   plan->low_io = context.autocast.low_io;
   plan->clamp = context.autocast.clamp;
+  const OpsetVersions opsets = OpsetsOf(context.model);
+  if (!CastSupports(opsets, plan->low_dtype)) {
+    // Without a Cast to the low dtype nothing can change: every node plans FP32.
+    plan->low_io = false;
+    plan->warnings.push_back(absl::StrCat(
+        "Cast at opset ", CastOpset(opsets), " has no ", DtypeName(plan->low_dtype),
+        " (bfloat16 needs opset 13): the model stays FP32; re-export it with opset 13 or newer"));
+    context.autocast.low_io = false;
+  }
   Planner(context, *plan).PlanGraph(**index, nullptr, true);
   context.plan = std::move(plan);
   return false;

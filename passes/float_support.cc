@@ -7,6 +7,8 @@
 namespace ampc {
 namespace {
 
+constexpr char kNoSchema[] = "(no schema)";
+
 const std::string& TensorTypeString(int dtype) {
   static const auto* names =
       new absl::flat_hash_map<int, std::string>{{onnx::TensorProto::FLOAT, "tensor(float)"},
@@ -35,13 +37,33 @@ OpsetVersions OpsetsOf(const onnx::ModelProto& model) {
   return opsets;
 }
 
+int CastOpset(const OpsetVersions& opsets) {
+  auto it = opsets.find("");
+  return it == opsets.end() ? kCastOpsetWhenMissing : it->second;
+}
+
+bool CastSupports(const OpsetVersions& opsets, int dtype) {
+  const onnx::OpSchema* cast = onnx::OpSchemaRegistry::Schema("Cast", CastOpset(opsets), "");
+  if (cast == nullptr) return false;
+  const auto type = onnx::Utils::DataTypeUtils::ToType(TensorTypeString(dtype));
+  return cast->inputs()[0].GetTypes().count(type) > 0 &&
+         cast->outputs()[0].GetTypes().count(type) > 0;
+}
+
 FloatSupport::FloatSupport(const onnx::NodeProto& node, const OpsetVersions& opsets,
                            const std::vector<int>& input_types) {
   const std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
   auto version = opsets.find(domain);
   if (version == opsets.end()) return;
   schema_ = onnx::OpSchemaRegistry::Schema(node.op_type(), version->second, domain);
-  if (schema_ == nullptr) return;
+  if (schema_ == nullptr) {
+    // An op without a schema (a custom domain): only a policy entry can classify it, and then
+    // every float32 input and output follows the node's dtype.
+    for (int type : input_types) {
+      if (type == onnx::TensorProto::FLOAT) main_var_ = kNoSchema;
+    }
+    return;
+  }
   for (size_t slot = 0; slot < input_types.size(); ++slot) {
     if (input_types[slot] != onnx::TensorProto::FLOAT) continue;
     const onnx::OpSchema::FormalParameter* formal = Formal(schema_->inputs(), slot);
@@ -64,6 +86,7 @@ const onnx::OpSchema::FormalParameter* FloatSupport::Formal(
 
 bool FloatSupport::MainAdmits(int dtype) const {
   if (main_var_.empty()) return false;
+  if (schema_ == nullptr) return true;
   const std::string& type = TensorTypeString(dtype);
   if (type.empty()) return false;
   return main_types_->count(onnx::Utils::DataTypeUtils::ToType(type)) > 0;
@@ -71,12 +94,14 @@ bool FloatSupport::MainAdmits(int dtype) const {
 
 bool FloatSupport::InputFollowsMain(int slot) const {
   if (main_var_.empty()) return false;
+  if (schema_ == nullptr) return true;
   const onnx::OpSchema::FormalParameter* formal = Formal(schema_->inputs(), slot);
   return formal != nullptr && formal->GetTypeStr() == main_var_;
 }
 
 bool FloatSupport::OutputFollowsMain(int slot) const {
   if (main_var_.empty()) return false;
+  if (schema_ == nullptr) return true;
   const onnx::OpSchema::FormalParameter* formal = Formal(schema_->outputs(), slot);
   return formal != nullptr && formal->GetTypeStr() == main_var_;
 }

@@ -17,6 +17,13 @@ namespace ampc {
 using OpsetVersions = absl::flat_hash_map<std::string, int>;
 OpsetVersions OpsetsOf(const onnx::ModelProto& model);
 
+// The default-domain opset a Cast is created at: the model's, or kCastOpsetWhenMissing when the
+// model imports none (insert-casts then adds that import).
+constexpr int kCastOpsetWhenMissing = 13;
+int CastOpset(const OpsetVersions& opsets);
+// Whether Cast at that opset converts float32 to and from `dtype` (bfloat16 needs Cast-13).
+bool CastSupports(const OpsetVersions& opsets, int dtype);
+
 class FloatSupport {
  public:
   // `input_types` are the node's input elem types in the input model (0 for an absent input).

@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "passes/convert_constant.h"
+#include "passes/float_support.h"
 #include "passes/graph_index.h"
 #include "passes/name_allocator.h"
 
@@ -45,8 +46,32 @@ class Scope {
 struct Shared {
   PrecisionPlan& plan;
   NameAllocator names;
+  int cast_opset;
   absl::flat_hash_set<std::string> converted_initializers;  // removed when no longer read
 };
+
+// Cast-1 (opsets 1 to 5) names the target type as a string; later versions use the enum.
+void SetCastTarget(NodeProto& cast, int dtype, int opset) {
+  onnx::AttributeProto* to = cast.add_attribute();
+  to->set_name("to");
+  if (opset < 6) {
+    to->set_type(onnx::AttributeProto::STRING);
+    to->set_s(TensorProto::DataType_Name(static_cast<TensorProto::DataType>(dtype)));
+  } else {
+    to->set_type(onnx::AttributeProto::INT);
+    to->set_i(dtype);
+  }
+}
+
+// Casts are default-domain nodes; a model importing only other domains gets that import.
+void ImportDefaultDomain(onnx::ModelProto& model) {
+  for (const onnx::OperatorSetIdProto& opset : model.opset_import()) {
+    if (opset.domain().empty() || opset.domain() == "ai.onnx") return;
+  }
+  onnx::OperatorSetIdProto* opset = model.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(kCastOpsetWhenMissing);
+}
 
 class GraphRewriter {
  public:
@@ -93,6 +118,7 @@ class GraphRewriter {
 };
 
 int GraphRewriter::DeclaredOutputDtype(const onnx::ValueInfoProto& output) const {
+  if (!output.type().has_tensor_type()) return 0;
   const int declared = output.type().tensor_type().elem_type();
   return top_ && plan_.low_io && declared == TensorProto::FLOAT ? plan_.low_dtype : declared;
 }
@@ -127,11 +153,15 @@ void GraphRewriter::SeedScope() {
         Value{init.data_type(), init.name(), -1, &init, index_.Type(init.name()), true};
   }
   for (onnx::ValueInfoProto& input : *graph_.mutable_input()) {
-    auto* tensor = input.mutable_type()->mutable_tensor_type();
-    if (top_ && plan_.low_io && tensor->elem_type() == TensorProto::FLOAT) {
-      tensor->set_elem_type(plan_.low_dtype);
+    const bool tensor = input.type().has_tensor_type();
+    int dtype = tensor ? input.type().tensor_type().elem_type() : 0;
+    // An input with an initializer (IR < 4 defaults) is a weight: it keeps its type.
+    if (top_ && plan_.low_io && dtype == TensorProto::FLOAT &&
+        index_.Initializer(input.name()) == nullptr) {
+      dtype = plan_.low_dtype;
+      input.mutable_type()->mutable_tensor_type()->set_elem_type(dtype);
     }
-    scope_[input.name()] = Value{tensor->elem_type(), input.name(), -1, nullptr, &input.type()};
+    scope_[input.name()] = Value{dtype, input.name(), -1, nullptr, &input.type()};
   }
 }
 
@@ -212,10 +242,7 @@ std::string GraphRewriter::Convert(const std::string& key, const Value& value, i
     cast->set_name(names_.Fresh(absl::StrCat(out, "_cast")));
     cast->add_input(value.name);
     cast->add_output(out);
-    onnx::AttributeProto* to = cast->add_attribute();
-    to->set_name("to");
-    to->set_type(onnx::AttributeProto::INT);
-    to->set_i(dtype);
+    SetCastTarget(*cast, dtype, shared_.cast_opset);
     Place(value.producer, std::move(cast));
     if (output_name.empty()) AddValueInfo(out, value.type, dtype);
     ++plan_.casts_added;
@@ -268,8 +295,8 @@ void GraphRewriter::AddValueInfo(const std::string& name, const onnx::TypeProto*
 // The declared types of graph outputs (--low-io) and of values whose dtype changed.
 void GraphRewriter::FinishGraphInterface() {
   for (onnx::ValueInfoProto& output : *graph_.mutable_output()) {
-    auto* tensor = output.mutable_type()->mutable_tensor_type();
-    tensor->set_elem_type(DeclaredOutputDtype(output));
+    if (!output.type().has_tensor_type()) continue;  // sequences, optionals, maps: untouched
+    output.mutable_type()->mutable_tensor_type()->set_elem_type(DeclaredOutputDtype(output));
   }
   for (int i = 0; i < original_value_infos_; ++i) {
     onnx::ValueInfoProto& info = *graph_.mutable_value_info(i);
@@ -337,11 +364,13 @@ absl::StatusOr<bool> InsertCasts::Run(ModelContext& context) {
   }
   auto index = GraphIndex::Build(context.model.graph());
   if (!index.ok()) return index.status();
-  Shared shared{*context.plan, NameAllocator(context.model), {}};
+  Shared shared{
+      *context.plan, NameAllocator(context.model), CastOpset(OpsetsOf(context.model)), {}};
   GraphRewriter(*context.model.mutable_graph(), **index, nullptr, shared).Run();
   absl::flat_hash_set<std::string> reads;
   CollectReads(context.model.graph(), reads);
   RemoveConvertedInitializers(*context.model.mutable_graph(), shared.converted_initializers, reads);
+  if (context.plan->casts_added > 0) ImportDefaultDomain(context.model);
   return context.plan->casts_added > 0 || context.plan->constants_converted > 0 ||
          context.plan->low_io;
 }
