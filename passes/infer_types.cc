@@ -18,6 +18,10 @@ absl::Status InferTypesStrict(onnx::ModelProto& model, const std::string& file) 
 absl::StatusOr<bool> InferTypes::Run(ModelContext& context) {
   const onnx::GraphProto before = context.model.graph();
   if (absl::Status s = InferTypesStrict(context.model, context.file); !s.ok()) return s;
+  // Inference may rename unknown dims of graph outputs (unk__0); the declared I/O is the user's.
+  onnx::GraphProto& graph = *context.model.mutable_graph();
+  *graph.mutable_input() = before.input();
+  *graph.mutable_output() = before.output();
   return !google::protobuf::util::MessageDifferencer::Equals(before, context.model.graph());
 }
 
