@@ -63,7 +63,7 @@ absl::StatusOr<Outcome> Run(const std::string& ampc, const GoldenCase& golden,
     if (!result.ok()) return result.status();
     outcome.output = PrintModel(result->model);
   } else {
-    outcome.output = process.out;
+    outcome.output = absl::StrReplaceAll(process.out, {{in, "%in"}, {out, "%out"}});
   }
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
