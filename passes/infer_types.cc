@@ -15,6 +15,43 @@ absl::Status InferTypesStrict(onnx::ModelProto& model, const std::string& file) 
   });
 }
 
+namespace {
+
+template <typename Fn>
+void ForEachDim(onnx::TypeProto& type, Fn&& fn) {
+  if (type.has_tensor_type() && type.tensor_type().has_shape()) {
+    for (auto& dim : *type.mutable_tensor_type()->mutable_shape()->mutable_dim()) fn(dim);
+  } else if (type.has_sequence_type()) {
+    ForEachDim(*type.mutable_sequence_type()->mutable_elem_type(), fn);
+  } else if (type.has_optional_type()) {
+    ForEachDim(*type.mutable_optional_type()->mutable_elem_type(), fn);
+  }
+}
+
+// Every value_info of `graph` and its subgraphs.
+template <typename Fn>
+void ForEachValueInfo(onnx::GraphProto& graph, Fn&& fn) {
+  for (onnx::ValueInfoProto& info : *graph.mutable_value_info()) fn(info);
+  for (onnx::NodeProto& node : *graph.mutable_node()) {
+    for (onnx::AttributeProto& attribute : *node.mutable_attribute()) {
+      if (attribute.has_g()) ForEachValueInfo(*attribute.mutable_g(), fn);
+      for (onnx::GraphProto& sub : *attribute.mutable_graphs()) ForEachValueInfo(sub, fn);
+    }
+  }
+}
+
+// ONNX's inference names dims it cannot resolve unk__0, unk__1, ... in the order it meets them,
+// so recompiling a compiled model would rename them; such dims stay unknown instead.
+void ForgetGeneratedDimNames(onnx::GraphProto& graph) {
+  ForEachValueInfo(graph, [](onnx::ValueInfoProto& info) {
+    ForEachDim(*info.mutable_type(), [](onnx::TensorShapeProto_Dimension& dim) {
+      if (dim.has_dim_param() && dim.dim_param().rfind("unk__", 0) == 0) dim.clear_dim_param();
+    });
+  });
+}
+
+}  // namespace
+
 absl::StatusOr<bool> InferTypes::Run(ModelContext& context) {
   const onnx::GraphProto before = context.model.graph();
   if (absl::Status s = InferTypesStrict(context.model, context.file); !s.ok()) return s;
@@ -22,6 +59,7 @@ absl::StatusOr<bool> InferTypes::Run(ModelContext& context) {
   onnx::GraphProto& graph = *context.model.mutable_graph();
   *graph.mutable_input() = before.input();
   *graph.mutable_output() = before.output();
+  ForgetGeneratedDimNames(graph);
   return !google::protobuf::util::MessageDifferencer::Equals(before, context.model.graph());
 }
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "passes/autocast.h"
+#include "passes/fold_casts.h"
 #include "passes/infer_types.h"
 #include "passes/insert_casts.h"
 #include "passes/verify.h"
@@ -24,6 +25,7 @@ const std::vector<PassEntry>& Entries() {
       {"infer-types", [] { return std::make_unique<InferTypes>(); }},
       {"autocast", [] { return std::make_unique<Autocast>(); }},
       {"insert-casts", [] { return std::make_unique<InsertCasts>(); }},
+      {"fold-casts", [] { return std::make_unique<FoldCasts>(); }},
       {"verify", [] { return std::make_unique<Verify>(); }},
   };
   return *entries;
@@ -46,7 +48,7 @@ std::vector<std::string> PassNames() {
 }
 
 std::vector<std::string> DefaultPipeline() {
-  return {"verify-input", "infer-types", "autocast", "insert-casts", "verify"};
+  return {"verify-input", "infer-types", "autocast", "insert-casts", "fold-casts", "verify"};
 }
 
 }  // namespace ampc
