@@ -26,6 +26,7 @@
 #include "passes/infer_types.h"
 #include "passes/onnx_status.h"
 #include "passes/registry.h"
+#include "tests/support/model_text.h"
 #include "tests/support/subprocess.h"
 
 namespace ampc {
@@ -72,14 +73,7 @@ void NoteCurrentModel(const std::string& file, const Mode& mode) {
 }
 
 std::vector<fs::path> CorpusModels(const std::string& folder) {
-  std::vector<fs::path> models;
-  const fs::path root = fs::path(AMPC_CORPUS_DIR) / folder;
-  if (!fs::exists(root)) return models;
-  for (const auto& entry : fs::recursive_directory_iterator(root)) {
-    if (entry.path().filename() == "model.onnx") models.push_back(entry.path());
-  }
-  std::sort(models.begin(), models.end());
-  return models;
+  return ampc::testing::CorpusModels(AMPC_CORPUS_DIR, folder);
 }
 
 // "Passes the checker with full type inference", as onnx.checker.check_model(full_check=True).

@@ -8,6 +8,7 @@
 #include "compiler/model_io.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "passes/verify_input.h"
+#include "tests/support/model_text.h"
 
 namespace ampc {
 namespace {
@@ -15,14 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::vector<fs::path> CorpusModels(const std::string& folder) {
-  std::vector<fs::path> models;
-  const fs::path root = fs::path(AMPC_CORPUS_DIR) / folder;
-  if (!fs::exists(root)) return models;
-  for (const auto& entry : fs::recursive_directory_iterator(root)) {
-    if (entry.path().extension() == ".onnx") models.push_back(entry.path());
-  }
-  std::sort(models.begin(), models.end());
-  return models;
+  return ampc::testing::CorpusModels(AMPC_CORPUS_DIR, folder);
 }
 
 class CorpusRoundTrip : public ::testing::TestWithParam<std::string> {};

@@ -1,7 +1,6 @@
 #include "passes/fold_casts.h"
 
 #include <onnx/checker.h>
-#include <onnx/defs/parser.h>
 
 #include <cstring>
 #include <string>
@@ -14,6 +13,7 @@
 #include "kernels/cpu/half.h"
 #include "passes/infer_types.h"
 #include "passes/onnx_status.h"
+#include "tests/support/model_text.h"
 
 namespace ampc {
 namespace {
@@ -21,12 +21,7 @@ namespace {
 using onnx::TensorProto;
 using ::testing::ElementsAre;
 
-onnx::ModelProto Parse(const std::string& text) {
-  onnx::ModelProto model;
-  onnx::Common::Status status = onnx::OnnxParser::Parse(model, text.c_str());
-  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
-  return model;
-}
+onnx::ModelProto Parse(const std::string& text) { return ampc::testing::ParseModelText(text); }
 
 // As the pipeline hands it over: value_info filled by strict inference.
 onnx::ModelProto Typed(const std::string& text) {

@@ -1,12 +1,12 @@
 #include "passes/graph_index.h"
 
-#include <onnx/defs/parser.h>
 
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/model_text.h"
 
 namespace ampc {
 namespace {
@@ -16,12 +16,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
-onnx::ModelProto Parse(const std::string& text) {
-  onnx::ModelProto model;
-  onnx::Common::Status status = onnx::OnnxParser::Parse(model, text.c_str());
-  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
-  return model;
-}
+onnx::ModelProto Parse(const std::string& text) { return ampc::testing::ParseModelText(text); }
 
 std::unique_ptr<GraphIndex> BuildOk(const onnx::GraphProto& graph) {
   absl::StatusOr<std::unique_ptr<GraphIndex>> index = GraphIndex::Build(graph);

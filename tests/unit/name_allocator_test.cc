@@ -1,21 +1,16 @@
 #include "passes/name_allocator.h"
 
-#include <onnx/defs/parser.h>
 
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
 #include "gtest/gtest.h"
+#include "tests/support/model_text.h"
 
 namespace ampc {
 namespace {
 
-onnx::ModelProto Parse(const std::string& text) {
-  onnx::ModelProto model;
-  onnx::Common::Status status = onnx::OnnxParser::Parse(model, text.c_str());
-  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
-  return model;
-}
+onnx::ModelProto Parse(const std::string& text) { return ampc::testing::ParseModelText(text); }
 
 // Names everywhere a model can hold one: graph, nested subgraph, initializer, function.
 constexpr char kModel[] = R"(<ir_version: 8, opset_import: ["" : 17, "local" : 1]>

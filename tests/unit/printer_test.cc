@@ -20,6 +20,7 @@
 #include <set>
 
 #include "passes/tensor_data.h"
+#include "tests/support/model_text.h"
 
 namespace ampc {
 namespace {
@@ -35,12 +36,7 @@ ModelProto FromProtoText(const std::string& text) {
   return model;
 }
 
-ModelProto FromOnnxText(const std::string& text) {
-  ModelProto model;
-  auto status = onnx::OnnxParser::Parse(model, text.c_str());
-  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage() << "\n" << text;
-  return model;
-}
+ModelProto FromOnnxText(const std::string& text) { return ampc::testing::ParseModelText(text); }
 
 std::string Unlimited(const ModelProto& model) {
   return PrintModel(model, {.max_inline_elements = std::numeric_limits<int64_t>::max()});
@@ -931,11 +927,7 @@ std::string KnownParserLimit(ModelProto model) {
 std::vector<std::filesystem::path> CorpusModels() {
   std::vector<std::filesystem::path> models;
   for (const char* dir : {"node", "pytorch-converted", "pytorch-operator", "simple"}) {
-    const std::filesystem::path root = std::filesystem::path(AMPC_CORPUS_DIR) / dir;
-    if (!std::filesystem::exists(root)) continue;
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
-      if (entry.path().filename() == "model.onnx") models.push_back(entry.path());
-    }
+    for (auto& path : ampc::testing::CorpusModels(AMPC_CORPUS_DIR, dir)) models.push_back(path);
   }
   std::sort(models.begin(), models.end());
   return models;

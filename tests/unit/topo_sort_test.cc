@@ -1,6 +1,5 @@
 #include "passes/topo_sort.h"
 
-#include <onnx/defs/parser.h>
 
 #include <algorithm>
 #include <string>
@@ -9,18 +8,14 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/model_text.h"
 
 namespace ampc {
 namespace {
 
 using ::testing::ElementsAre;
 
-onnx::ModelProto Parse(const std::string& text) {
-  onnx::ModelProto model;
-  onnx::Common::Status status = onnx::OnnxParser::Parse(model, text.c_str());
-  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
-  return model;
-}
+onnx::ModelProto Parse(const std::string& text) { return ampc::testing::ParseModelText(text); }
 
 // The first output of each node, in node order.
 std::vector<std::string> Order(const onnx::GraphProto& graph) {
