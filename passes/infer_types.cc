@@ -3,7 +3,6 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/util/message_differencer.h"
 #include "passes/onnx_status.h"
 
 namespace ampc {
@@ -52,15 +51,22 @@ void ForgetGeneratedDimNames(onnx::GraphProto& graph) {
 
 }  // namespace
 
-absl::StatusOr<bool> InferTypes::Run(ModelContext& context) {
-  const onnx::GraphProto before = context.model.graph();
-  if (absl::Status s = InferTypesStrict(context.model, context.file); !s.ok()) return s;
+absl::Status InferTypesKeepingIo(onnx::ModelProto& model, const std::string& file) {
+  onnx::GraphProto& graph = *model.mutable_graph();
+  const auto inputs = graph.input();
+  const auto outputs = graph.output();
+  if (absl::Status s = InferTypesStrict(model, file); !s.ok()) return s;
   // Inference may rename unknown dims of graph outputs (unk__0); the declared I/O is the user's.
-  onnx::GraphProto& graph = *context.model.mutable_graph();
-  *graph.mutable_input() = before.input();
-  *graph.mutable_output() = before.output();
+  *graph.mutable_input() = inputs;
+  *graph.mutable_output() = outputs;
   ForgetGeneratedDimNames(graph);
-  return !google::protobuf::util::MessageDifferencer::Equals(before, context.model.graph());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> InferTypes::Run(ModelContext& context) {
+  const int known = context.model.graph().value_info_size();
+  if (absl::Status s = InferTypesKeepingIo(context.model, context.file); !s.ok()) return s;
+  return context.model.graph().value_info_size() != known;
 }
 
 }  // namespace ampc

@@ -15,4 +15,8 @@ class InferTypes : public Pass {
 // InvalidArgument "<file>: type inference: <what>".
 absl::Status InferTypesStrict(onnx::ModelProto& model, const std::string& file);
 
+// InferTypesStrict, keeping the declared graph inputs and outputs as they were and leaving no
+// inference-generated dim names (unk__N) behind, so inferring twice changes nothing.
+absl::Status InferTypesKeepingIo(onnx::ModelProto& model, const std::string& file);
+
 }  // namespace ampc
