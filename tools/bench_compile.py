@@ -387,6 +387,16 @@ def ensure_peer(python, install):
     return importable()
 
 
+def git_head():
+    r = subprocess.run(["git", "-C", ROOT, "log", "-1", "--format=%h %s"], capture_output=True,
+                       text=True)
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no",
+                            "--", "passes", "compiler", "kernels", "runtime", "CMakeLists.txt"],
+                           capture_output=True, text=True).stdout.strip()
+    return (f"`{r.stdout.strip()}`" + (" plus uncommitted changes to ampc" if dirty else "")) \
+        if r.returncode == 0 else "?"
+
+
 def peer_version(python):
     r = subprocess.run([python, "-c", "import onnxconverter_common as c, onnx; "
                         "print(c.__version__, onnx.__version__)"], capture_output=True, text=True)
@@ -566,7 +576,7 @@ def targets(rows):
                            + ("met" if min(x, xc) >= 100 else
                               f"not met: ampc would need {p['seconds'] / 100:.3f} s wall"))
     for r in rows:
-        if r["nodes"] >= 1000000 and ok(r["ampc"]):
+        if r["size"] >= 1000000 and ok(r["ampc"]):
             s = r["ampc"]["seconds"]
             out.append(f"- 1,000,000 nodes under 10 s ({r['family']}"
                        f"{', ' + format(r['blocked'], ',') + ' blocked' if r['blocked'] else ''}): "
@@ -600,10 +610,11 @@ How the comparison is made fair:
   inference and `DEFAULT_OP_BLOCK_LIST`, which no op of these models is in).
 - Times: ampc is timed as a whole process (load, verify, passes, checker on the output, save),
   the median of 5 runs below 100,000 nodes and of 3 from there (a single run when one takes more
-  than 30 s); ampc all-low runs only where the peer has a result to compare with. The peer is timed on the `convert_float_to_float16` call alone (onnx.load and
-  onnx.save are reported apart in the details), median of up to 3 calls, each in a fresh child
-  process, with a timeout; after a timeout at one size, larger sizes of the same blocked/unblocked
-  variant are not run. So the ratio favours the peer.
+  than 30 s); ampc all-low runs only where the peer has a result to compare with. The peer is
+  timed on the `convert_float_to_float16` call alone (onnx.load and onnx.save are reported apart
+  in the details), median of up to 3 calls, each in a fresh child process, with a timeout; after
+  a timeout at one size, the same blocked/unblocked variant is not run again at that size or
+  above, for either family. So the ratio favours the peer.
 - Precision assignment: the two tools do not assign the same dtypes by default. The peer lowers
   every node that is not blocked. ampc's default policy keeps Softmax in FP32, and its FOLLOW ops
   (Add, LayerNormalization, Gelu's elementwise ops, ...) take the widest dtype of their non-constant
@@ -669,7 +680,15 @@ def main():
                     help="the results file (default %(default)s)")
     ap.add_argument("--no-write", action="store_true", help="print only")
     ap.add_argument("--command", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--render-only", action="store_true",
+                    help="rewrite the results file from the last run's WORK/results.json")
     args = ap.parse_args()
+    if args.render_only:
+        with open(os.path.join(args.work, "results.json")) as f:
+            saved = json.load(f)
+        args.command = saved["command"] or args.command
+        render(args, saved)
+        return
 
     sizes = sorted(int(s) for s in args.sizes.split(",") if s)
     if args.quick:
@@ -770,6 +789,23 @@ def main():
                     args.reps_small if size < 100000 else 1)))
     total_s = time.perf_counter() - total_start
     load_after = os.getloadavg()
+    saved = {"rows": rows, "phases": phases, "total_s": total_s, "peer": peer,
+             "loads": [load_before, load_after], "all_low_how": all_low_how,
+             "command": args.command, "argv": sys.argv[1:],
+             "date": subprocess.run(["date"], capture_output=True, text=True).stdout.strip(),
+             "git": git_head(),
+             "version": (subprocess.run([args.ampc, "--version"], capture_output=True,
+                                        text=True).stdout.strip().splitlines() or ["?"])[0]}
+    with open(os.path.join(args.work, "results.json"), "w") as f:
+        json.dump(saved, f, indent=1)
+    render(args, saved)
+
+
+def render(args, saved):
+    rows, phases, peer = saved["rows"], saved["phases"], saved["peer"]
+    total_s, (load_before, load_after) = saved["total_s"], saved["loads"]
+    all_low_how = saved["all_low_how"]
+    python = sys.executable
 
     text = table(rows)
     print(text)
@@ -783,13 +819,12 @@ def main():
           f"before, {load_after[0]:.1f} after", file=sys.stderr)
     if not args.no_write:
         write_results(args, rows, text, ptext, ttext, peer, python, total_s,
-                      (load_before, load_after), all_low_how)
+                      (load_before, load_after), all_low_how, saved["date"], saved["version"],
+                      saved.get("git") or git_head())
 
 
-def write_results(args, rows, text, ptext, ttext, peer, python, total_s, loads, all_low_how):
-    date = subprocess.run(["date"], capture_output=True, text=True).stdout.strip()
-    version = subprocess.run([args.ampc, "--version"], capture_output=True,
-                             text=True).stdout.strip().splitlines()
+def write_results(args, rows, text, ptext, ttext, peer, python, total_s, loads, all_low_how,
+                  date, version, git):
     debian = open("/etc/debian_version").read().strip() \
         if os.path.exists("/etc/debian_version") else platform.platform()
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
@@ -802,8 +837,9 @@ def write_results(args, rows, text, ptext, ttext, peer, python, total_s, loads, 
         f"- Machine: {os.cpu_count()} cores, {mem:.0f} GiB, Debian {debian}; load average "
         f"{loads[0][0]:.1f} at the start, {loads[1][0]:.1f} at the end (other work on the "
         "machine slows wall times; CPU times are given too)",
-        f"- ampc: `{version[0] if version else '?'}`, Release build without CUDA",
+        f"- ampc: `{version or '?'}` at commit {git}, Release build without CUDA",
         f"- Peer: onnxconverter-common {pv[0]} (onnx {pv[1]}), from PyPI" if pv else
+        "- Peer: not run (--no-peer)" if args.no_peer else
         "- Peer: onnxconverter-common not installed",
         f"- Command: `{cmd}` ({total_s / 60:.1f} min in all)",
         f"- Models: generated by tools/bench_compile.py with onnx (opset {OPSET}, "
