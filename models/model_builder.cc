@@ -1,8 +1,42 @@
 #include "models/model_builder.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace ampc::models {
+namespace {
+
+onnx::TensorProto* AddInitializer(onnx::GraphProto* graph, const std::string& name, int data_type,
+                                  const std::vector<int64_t>& dims) {
+  onnx::TensorProto* tensor = graph->add_initializer();
+  tensor->set_name(name);
+  tensor->set_data_type(data_type);
+  for (int64_t dim : dims) tensor->add_dims(dim);
+  return tensor;
+}
+
+int64_t ElementCount(const std::vector<int64_t>& dims) {
+  int64_t count = 1;
+  for (int64_t dim : dims) count *= dim;
+  return count;
+}
+
+template <typename T>
+void SetRawData(onnx::TensorProto* tensor, const std::vector<T>& values) {
+  std::string raw(values.size() * sizeof(T), '\0');
+  std::memcpy(raw.data(), values.data(), raw.size());
+  tensor->set_raw_data(std::move(raw));
+}
+
+onnx::AttributeProto* AddAttribute(onnx::NodeProto* node, const std::string& name,
+                                   onnx::AttributeProto::AttributeType type) {
+  onnx::AttributeProto* attribute = node->add_attribute();
+  attribute->set_name(name);
+  attribute->set_type(type);
+  return attribute;
+}
+
+}  // namespace
 
 void AddTensorValue(onnx::ValueInfoProto* value, const std::string& name, int elem_type,
                     const std::vector<int64_t>& dims) {
@@ -21,21 +55,23 @@ void AddTensorValue(onnx::ValueInfoProto* value, const std::string& name, int el
 
 void AddUniformInitializer(onnx::GraphProto* graph, const std::string& name,
                            const std::vector<int64_t>& dims, float bound, std::mt19937& rng) {
-  onnx::TensorProto* tensor = graph->add_initializer();
-  tensor->set_name(name);
-  tensor->set_data_type(onnx::TensorProto::FLOAT);
-  int64_t count = 1;
-  for (int64_t dim : dims) {
-    tensor->add_dims(dim);
-    count *= dim;
-  }
-  std::vector<float> values(count);
+  std::vector<float> values(ElementCount(dims));
   // Built from the raw 32-bit draws (not std::uniform_real_distribution, whose algorithm is
   // implementation-defined), so every standard library gives the same weights.
   for (float& v : values) v = (static_cast<float>(rng() >> 8) * 0x1p-24f * 2.0f - 1.0f) * bound;
-  std::string raw(values.size() * sizeof(float), '\0');
-  std::memcpy(raw.data(), values.data(), raw.size());
-  tensor->set_raw_data(std::move(raw));
+  SetRawData(AddInitializer(graph, name, onnx::TensorProto::FLOAT, dims), values);
+}
+
+void AddFilledInitializer(onnx::GraphProto* graph, const std::string& name,
+                          const std::vector<int64_t>& dims, float value) {
+  SetRawData(AddInitializer(graph, name, onnx::TensorProto::FLOAT, dims),
+             std::vector<float>(ElementCount(dims), value));
+}
+
+void AddInt64Initializer(onnx::GraphProto* graph, const std::string& name,
+                         const std::vector<int64_t>& values) {
+  const std::vector<int64_t> dims = {static_cast<int64_t>(values.size())};
+  SetRawData(AddInitializer(graph, name, onnx::TensorProto::INT64, dims), values);
 }
 
 onnx::NodeProto* AddNode(onnx::GraphProto* graph, const std::string& op,
@@ -47,6 +83,37 @@ onnx::NodeProto* AddNode(onnx::GraphProto* graph, const std::string& op,
   for (const std::string& input : inputs) node->add_input(input);
   for (const std::string& output : outputs) node->add_output(output);
   return node;
+}
+
+void AddIntAttribute(onnx::NodeProto* node, const std::string& name, int64_t value) {
+  AddAttribute(node, name, onnx::AttributeProto::INT)->set_i(value);
+}
+
+void AddIntsAttribute(onnx::NodeProto* node, const std::string& name,
+                      const std::vector<int64_t>& values) {
+  onnx::AttributeProto* attribute = AddAttribute(node, name, onnx::AttributeProto::INTS);
+  for (int64_t value : values) attribute->add_ints(value);
+}
+
+void AddFloatAttribute(onnx::NodeProto* node, const std::string& name, float value) {
+  AddAttribute(node, name, onnx::AttributeProto::FLOAT)->set_f(value);
+}
+
+void AddLinearGemm(onnx::GraphProto* graph, const std::string& name, const std::string& x,
+                   const std::string& y, int64_t in, int64_t out, std::mt19937& rng) {
+  const float bound = 1.0f / std::sqrt(static_cast<float>(in));
+  AddUniformInitializer(graph, name + ".weight", {out, in}, bound, rng);
+  AddUniformInitializer(graph, name + ".bias", {out}, bound, rng);
+  onnx::NodeProto* gemm =
+      AddNode(graph, "Gemm", {x, name + ".weight", name + ".bias"}, {y}, "/" + name + "/Gemm");
+  AddIntAttribute(gemm, "transB", 1);
+}
+
+void AddCrossEntropyLoss(onnx::GraphProto* graph, const std::string& logits,
+                         const std::string& label, const std::string& loss) {
+  onnx::NodeProto* node =
+      AddNode(graph, "SoftmaxCrossEntropyLoss", {logits, label}, {loss}, "/loss");
+  AddAttribute(node, "reduction", onnx::AttributeProto::STRING)->set_s("mean");
 }
 
 onnx::ModelProto NewModel(const std::string& graph_name) {
