@@ -1,0 +1,47 @@
+#include "kernels/cpu/broadcast.h"
+
+#include <algorithm>
+
+namespace ampc {
+
+std::optional<Shape> BroadcastShapes(std::span<const Shape* const> shapes) {
+  size_t rank = 0;
+  for (const Shape* s : shapes) rank = std::max(rank, s->size());
+  Shape out(rank, 1);
+  for (const Shape* s : shapes) {
+    const size_t pad = rank - s->size();
+    for (size_t i = 0; i < s->size(); ++i) {
+      int64_t& o = out[pad + i];
+      const int64_t d = (*s)[i];
+      if (d == o || d == 1) continue;
+      if (o != 1) return std::nullopt;
+      o = d;
+    }
+  }
+  return out;
+}
+
+std::optional<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
+  const Shape* shapes[] = {&a, &b};
+  return BroadcastShapes(shapes);
+}
+
+BroadcastIndex::BroadcastIndex(const Shape& output, std::span<const Shape* const> inputs)
+    : output_(output) {
+  const size_t rank = output.size();
+  for (const Shape* s : inputs) {
+    const bool single = ElementCount(*s) == 1;
+    single_.push_back(single);
+    trivial_ = trivial_ && (single || *s == output);
+    std::vector<int64_t> strides(rank, 0);
+    int64_t stride = 1;
+    const size_t pad = rank - s->size();
+    for (size_t i = s->size(); i-- > 0;) {
+      strides[pad + i] = (*s)[i] == 1 ? 0 : stride;
+      stride *= (*s)[i];
+    }
+    strides_.push_back(std::move(strides));
+  }
+}
+
+}  // namespace ampc

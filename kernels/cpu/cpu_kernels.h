@@ -1,0 +1,22 @@
+// The CPU backend's kernels, and the registry of every backend built into this binary.
+#pragma once
+
+#include "runtime/kernel_registry.h"
+
+namespace ampc {
+
+// One per kernel family (kernels/cpu/<family>_kernels.cc).
+void RegisterElementwiseKernels(KernelRegistry& registry);
+void RegisterLinalgKernels(KernelRegistry& registry);
+void RegisterReduceKernels(KernelRegistry& registry);
+void RegisterNormKernels(KernelRegistry& registry);
+void RegisterTensorKernels(KernelRegistry& registry);
+void RegisterMathKernels(KernelRegistry& registry);
+void RegisterControlFlowKernels(KernelRegistry& registry);
+
+void RegisterCpuKernels(KernelRegistry& registry);
+
+// CPU kernels (and CUDA kernels when that backend is built), registered once.
+const KernelRegistry& DefaultRegistry();
+
+}  // namespace ampc

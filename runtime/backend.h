@@ -1,0 +1,54 @@
+// The interface a device implements for the runtime: memory, copies, synchronisation and the
+// counters the memory planner reports. The CPU backend is the reference; CUDA plugs in unchanged.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "runtime/tensor.h"
+
+namespace ampc {
+
+struct MemoryStats {
+  uint64_t live_bytes = 0;
+  uint64_t peak_bytes = 0;    // highest live_bytes since the last ResetPeak()
+  uint64_t cached_bytes = 0;  // freed buffers kept for reuse
+  uint64_t allocations = 0;   // requests served
+  uint64_t reuses = 0;        // requests served from the cache
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "cpu" or "cuda"; kernels are registered per backend name.
+  virtual const std::string& name() const = 0;
+
+  // Uninitialised memory for `bytes` bytes; a size of 0 still gives a distinct buffer.
+  virtual absl::StatusOr<std::shared_ptr<Buffer>> Allocate(size_t bytes) = 0;
+
+  // A tensor of this backend with uninitialised data.
+  absl::StatusOr<Tensor> NewTensor(DType dtype, Shape shape);
+
+  // Copies between host memory and a tensor of this backend (same byte count).
+  virtual absl::Status CopyFromHost(const void* host, Tensor& tensor) = 0;
+  virtual absl::Status CopyToHost(const Tensor& tensor, void* host) = 0;
+
+  // Waits until all queued work is done (a no-op on the CPU).
+  virtual absl::Status Synchronize() = 0;
+
+  virtual MemoryStats memory_stats() const = 0;
+  virtual void ResetPeak() = 0;
+
+ protected:
+  friend class Buffer;
+  virtual void Release(void* data, size_t bytes) = 0;
+};
+
+// A host copy of `tensor` (the tensor itself when it already lives in host memory).
+absl::StatusOr<Tensor> ToHost(const Tensor& tensor);
+
+}  // namespace ampc

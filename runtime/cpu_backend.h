@@ -1,0 +1,46 @@
+// The CPU backend: host memory with a cache of freed buffers (so a step reuses the buffers the
+// previous values no longer need), and the thread pool CPU kernels parallelise over.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/backend.h"
+#include "runtime/thread_pool.h"
+
+namespace ampc {
+
+class CpuBackend final : public Backend {
+ public:
+  // `threads`: 0 means one per hardware thread.
+  explicit CpuBackend(int threads = 0);
+  ~CpuBackend() override;
+
+  const std::string& name() const override { return name_; }
+  absl::StatusOr<std::shared_ptr<Buffer>> Allocate(size_t bytes) override;
+  absl::Status CopyFromHost(const void* host, Tensor& tensor) override;
+  absl::Status CopyToHost(const Tensor& tensor, void* host) override;
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+  MemoryStats memory_stats() const override;
+  void ResetPeak() override;
+
+  ThreadPool& pool() { return pool_; }
+
+ protected:
+  void Release(void* data, size_t bytes) override;
+
+ private:
+  const std::string name_ = "cpu";
+  ThreadPool pool_;
+  mutable std::mutex mutex_;
+  std::multimap<size_t, void*> cache_;  // freed buffers by capacity
+  MemoryStats stats_;
+};
+
+// The CPU backend of a kernel's tensors (kernels registered for "cpu" only ever see this one).
+CpuBackend& CpuOf(Backend& backend);
+
+}  // namespace ampc

@@ -1,0 +1,239 @@
+#include "runtime/graph_executor.h"
+
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/tensor_proto.h"
+
+namespace ampc {
+
+struct GraphExecutor::Step {
+  std::unique_ptr<KernelInfo> info;
+  std::unique_ptr<OpKernel> kernel;
+  std::vector<int> inputs;           // slot per input; -1 for an omitted optional input
+  std::vector<int> implicit_inputs;  // slots of info->implicit_inputs
+  std::vector<int> outputs;          // slot per output; -1 for an omitted optional output
+  std::vector<int> release;          // slots whose last use is this step
+};
+
+namespace {
+
+void CollectNames(const onnx::GraphProto& graph, absl::flat_hash_set<std::string>& defined,
+                  absl::flat_hash_set<std::string>& seen, std::vector<std::string>& free) {
+  for (const auto& input : graph.input()) defined.insert(input.name());
+  for (const auto& init : graph.initializer()) defined.insert(init.name());
+  auto use = [&](const std::string& name) {
+    if (!name.empty() && !defined.contains(name) && seen.insert(name).second) free.push_back(name);
+  };
+  for (const onnx::NodeProto& node : graph.node()) {
+    for (const std::string& input : node.input()) use(input);
+    for (const onnx::AttributeProto& attribute : node.attribute()) {
+      std::vector<const onnx::GraphProto*> subgraphs;
+      if (attribute.has_g()) subgraphs.push_back(&attribute.g());
+      for (const auto& g : attribute.graphs()) subgraphs.push_back(&g);
+      for (const onnx::GraphProto* subgraph : subgraphs) {
+        for (const std::string& name : FreeVariables(*subgraph)) use(name);
+      }
+    }
+    for (const std::string& output : node.output()) defined.insert(output);
+  }
+  for (const auto& output : graph.output()) use(output.name());
+}
+
+DType ElemType(const onnx::TypeProto& type) {
+  return type.has_tensor_type() ? static_cast<DType>(type.tensor_type().elem_type())
+                                : DType::kUndefined;
+}
+
+}  // namespace
+
+std::vector<std::string> FreeVariables(const onnx::GraphProto& graph) {
+  absl::flat_hash_set<std::string> defined, seen;
+  std::vector<std::string> free;
+  CollectNames(graph, defined, seen, free);
+  return free;
+}
+
+void CollectTypes(const onnx::GraphProto& graph, TypeMap& types) {
+  auto add = [&](const onnx::ValueInfoProto& value) {
+    const DType type = ElemType(value.type());
+    if (type != DType::kUndefined) types[value.name()] = type;
+  };
+  for (const auto& value : graph.input()) add(value);
+  for (const auto& value : graph.value_info()) add(value);
+  for (const auto& value : graph.output()) add(value);
+  for (const auto& init : graph.initializer()) {
+    types[init.name()] = static_cast<DType>(init.data_type());
+  }
+}
+
+GraphExecutor::~GraphExecutor() = default;
+
+absl::StatusOr<std::unique_ptr<GraphExecutor>> GraphExecutor::Create(const onnx::GraphProto& graph,
+                                                                     const ExecutorEnv& env,
+                                                                     const TypeMap& outer) {
+  std::unique_ptr<GraphExecutor> executor(new GraphExecutor());
+  if (absl::Status status = executor->Build(graph, env, outer); !status.ok()) return status;
+  return executor;
+}
+
+int GraphExecutor::SlotOf(const std::string& name) {
+  auto [it, inserted] = slots_.try_emplace(name, num_slots_);
+  if (inserted) ++num_slots_;
+  return it->second;
+}
+
+absl::Status GraphExecutor::Build(const onnx::GraphProto& graph, const ExecutorEnv& env,
+                                  const TypeMap& outer) {
+  TypeMap types = outer;
+  CollectTypes(graph, types);
+  absl::flat_hash_set<std::string> initializer_names;
+  for (const onnx::TensorProto& init : graph.initializer()) {
+    absl::StatusOr<Tensor> host = TensorFromProto(init);
+    if (!host.ok()) return host.status();
+    absl::StatusOr<Tensor> tensor = env.backend.NewTensor(host->dtype(), host->shape());
+    if (!tensor.ok()) return tensor.status();
+    if (absl::Status s = env.backend.CopyFromHost(host->raw(), *tensor); !s.ok()) return s;
+    constants_.emplace_back(SlotOf(init.name()), *std::move(tensor));
+    initializer_names.insert(init.name());
+  }
+  for (const onnx::ValueInfoProto& input : graph.input()) {
+    const DType type = ElemType(input.type());
+    if (!input.type().has_tensor_type()) {
+      return absl::UnimplementedError(
+          absl::StrCat("graph input '", input.name(), "': only tensor inputs are supported"));
+    }
+    input_names_.push_back(input.name());
+    input_types_.push_back(type);
+    input_slots_.push_back(SlotOf(input.name()));
+  }
+  free_variables_ = FreeVariables(graph);
+  for (const std::string& name : free_variables_) free_slots_.push_back(SlotOf(name));
+  for (const onnx::NodeProto& node : graph.node()) {
+    if (absl::Status status = AddNode(node, env, types); !status.ok()) return status;
+  }
+  for (const onnx::ValueInfoProto& output : graph.output()) {
+    auto it = slots_.find(output.name());
+    if (it == slots_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph output '", output.name(), "' is not produced by any node"));
+    }
+    output_names_.push_back(output.name());
+    output_slots_.push_back(it->second);
+  }
+  // Liveness: a value is freed right after the last step that reads it, unless it is an output,
+  // an initializer, a graph input (owned by the caller) or a value of an enclosing graph.
+  std::vector<int> last_use(num_slots_, -1);
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    for (int slot : steps_[i]->inputs)
+      if (slot >= 0) last_use[slot] = static_cast<int>(i);
+    for (int slot : steps_[i]->implicit_inputs) last_use[slot] = static_cast<int>(i);
+    for (int slot : steps_[i]->outputs) {
+      if (slot >= 0 && last_use[slot] < static_cast<int>(i)) last_use[slot] = static_cast<int>(i);
+    }
+  }
+  std::vector<bool> keep(num_slots_, false);
+  for (int slot : output_slots_) keep[slot] = true;
+  for (const auto& [slot, tensor] : constants_) keep[slot] = true;
+  for (int slot : free_slots_) keep[slot] = true;
+  for (int slot = 0; slot < num_slots_; ++slot) {
+    if (!keep[slot] && last_use[slot] >= 0) steps_[last_use[slot]]->release.push_back(slot);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GraphExecutor::AddNode(const onnx::NodeProto& node, const ExecutorEnv& env,
+                                    const TypeMap& types) {
+  auto step = std::make_unique<Step>();
+  const std::string& domain = node.domain() == "ai.onnx" ? std::string() : node.domain();
+  auto opset = env.opsets.find(domain);
+  std::vector<DType> input_types, output_types;
+  for (const std::string& input : node.input()) {
+    if (input.empty()) {
+      step->inputs.push_back(-1);
+      input_types.push_back(DType::kUndefined);
+      continue;
+    }
+    auto slot = slots_.find(input);
+    if (slot == slots_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(NodeLabel(node), ": input '", input, "' is not defined before the node"));
+    }
+    step->inputs.push_back(slot->second);
+    auto type = types.find(input);
+    input_types.push_back(type == types.end() ? DType::kUndefined : type->second);
+  }
+  for (const std::string& output : node.output()) {
+    auto type = types.find(output);
+    output_types.push_back(type == types.end() ? DType::kUndefined : type->second);
+  }
+  onnx::GraphProto wrapper;  // the node's subgraphs' free variables are its implicit inputs
+  *wrapper.add_node() = node;
+  wrapper.mutable_node(0)->clear_input();
+  std::vector<std::string> implicit = FreeVariables(wrapper);
+  for (const std::string& name : implicit) {
+    auto slot = slots_.find(name);
+    if (slot == slots_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(NodeLabel(node), ": its subgraph reads '",
+                                                     name, "', which is not defined before it"));
+    }
+    step->implicit_inputs.push_back(slot->second);
+  }
+  TypeMap subgraph_types = types;
+  step->info.reset(new KernelInfo{node, opset == env.opsets.end() ? 0 : opset->second,
+                                  std::move(input_types), std::move(output_types), env.backend,
+                                  std::move(implicit), nullptr});
+  step->info->build_subgraph = [&env, subgraph_types =
+                                          std::move(subgraph_types)](const onnx::GraphProto& g) {
+    return GraphExecutor::Create(g, env, subgraph_types);
+  };
+  absl::StatusOr<std::unique_ptr<OpKernel>> kernel = env.registry.Create(*step->info);
+  if (!kernel.ok()) return kernel.status();
+  step->kernel = *std::move(kernel);
+  step->info->build_subgraph = nullptr;  // only valid during creation
+  for (const std::string& output : node.output()) {
+    step->outputs.push_back(output.empty() ? -1 : SlotOf(output));
+  }
+  steps_.push_back(std::move(step));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Tensor>> GraphExecutor::Run(std::span<const Tensor> inputs,
+                                                       std::span<Tensor* const> outer) const {
+  std::vector<Tensor> values(num_slots_);
+  for (const auto& [slot, tensor] : constants_) values[slot] = tensor;
+  for (size_t i = 0; i < input_slots_.size() && i < inputs.size(); ++i) {
+    if (!inputs[i].empty()) values[input_slots_[i]] = inputs[i];
+  }
+  for (size_t i = 0; i < free_slots_.size(); ++i) values[free_slots_[i]] = *outer[i];
+  std::vector<Tensor*> step_inputs, step_implicit;
+  std::vector<Tensor> step_outputs;
+  for (const std::unique_ptr<Step>& step : steps_) {
+    step_inputs.clear();
+    for (int slot : step->inputs) {
+      Tensor* value = slot >= 0 && !values[slot].empty() ? &values[slot] : nullptr;
+      step_inputs.push_back(value);
+    }
+    step_implicit.clear();
+    for (int slot : step->implicit_inputs) step_implicit.push_back(&values[slot]);
+    step_outputs.assign(step->outputs.size(), Tensor());
+    KernelContext context(*step->info, step_inputs, step_implicit, step_outputs);
+    if (absl::Status status = step->kernel->Compute(context); !status.ok()) return status;
+    for (size_t i = 0; i < step->outputs.size(); ++i) {
+      if (step->outputs[i] < 0) continue;
+      if (step_outputs[i].empty()) {
+        return absl::InternalError(absl::StrCat(
+            step->info->label(), ": the kernel did not produce output ", i, " (an ampc bug)"));
+      }
+      values[step->outputs[i]] = std::move(step_outputs[i]);
+    }
+    for (int slot : step->release) values[slot] = Tensor();
+  }
+  std::vector<Tensor> outputs;
+  outputs.reserve(output_slots_.size());
+  for (int slot : output_slots_) outputs.push_back(values[slot]);
+  return outputs;
+}
+
+}  // namespace ampc

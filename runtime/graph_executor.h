@@ -1,0 +1,79 @@
+// Runs one ONNX graph (a model's main graph or an If/Loop body) on a backend: kernels are chosen
+// once, at creation; each run frees every value after its last use, so the backend reuses that
+// memory for later values (the memory plan is liveness-based).
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "runtime/kernel.h"
+#include "runtime/kernel_registry.h"
+
+namespace ampc {
+
+// The element type of every value a graph can see: its own (from shape inference) and those of
+// the graphs around it.
+using TypeMap = absl::flat_hash_map<std::string, DType>;
+
+struct ExecutorEnv {
+  const KernelRegistry& registry;
+  Backend& backend;
+  std::map<std::string, int> opsets;  // domain -> version ("" for ai.onnx)
+};
+
+class GraphExecutor {
+ public:
+  // `outer` holds the types of values of enclosing graphs (empty for a main graph).
+  static absl::StatusOr<std::unique_ptr<GraphExecutor>> Create(const onnx::GraphProto& graph,
+                                                               const ExecutorEnv& env,
+                                                               const TypeMap& outer);
+  ~GraphExecutor();
+
+  // Graph inputs in order, without initializers of the same name (they are defaults).
+  const std::vector<std::string>& input_names() const { return input_names_; }
+  const std::vector<DType>& input_types() const { return input_types_; }
+  const std::vector<std::string>& output_names() const { return output_names_; }
+  // Values of enclosing graphs this graph (or its subgraphs) reads, in the order Run takes them.
+  const std::vector<std::string>& free_variables() const { return free_variables_; }
+
+  // Runs the graph. `inputs` follow input_names() (an empty tensor for an input that has an
+  // initializer means "use the initializer"); `outer` follows free_variables().
+  absl::StatusOr<std::vector<Tensor>> Run(std::span<const Tensor> inputs,
+                                          std::span<Tensor* const> outer) const;
+
+ private:
+  struct Step;
+  GraphExecutor() = default;
+  absl::Status Build(const onnx::GraphProto& graph, const ExecutorEnv& env, const TypeMap& outer);
+  absl::Status AddNode(const onnx::NodeProto& node, const ExecutorEnv& env, const TypeMap& types);
+  int SlotOf(const std::string& name);
+
+  std::vector<std::string> input_names_;
+  std::vector<DType> input_types_;
+  std::vector<int> input_slots_;
+  std::vector<std::string> output_names_;
+  std::vector<int> output_slots_;
+  std::vector<std::string> free_variables_;
+  std::vector<int> free_slots_;
+  std::vector<std::pair<int, Tensor>> constants_;  // initializers
+  std::vector<std::unique_ptr<Step>> steps_;
+  absl::flat_hash_map<std::string, int> slots_;
+  int num_slots_ = 0;
+};
+
+// The element types shape inference found for every value of the graph (inputs, initializers,
+// value_info, outputs), added to `types`.
+void CollectTypes(const onnx::GraphProto& graph, TypeMap& types);
+
+// The names a graph reads that it does not define (its free variables), subgraphs included, in
+// first-use order.
+std::vector<std::string> FreeVariables(const onnx::GraphProto& graph);
+
+}  // namespace ampc

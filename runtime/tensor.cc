@@ -1,0 +1,59 @@
+#include "runtime/tensor.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/backend.h"
+
+namespace ampc {
+
+Buffer::~Buffer() {
+  if (backend_ != nullptr) {
+    backend_->Release(data_, bytes_);
+  } else {
+    ::operator delete[](data_, std::align_val_t{64});
+  }
+}
+
+int64_t ElementCount(std::span<const int64_t> shape) {
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
+  return count;
+}
+
+std::string ShapeString(std::span<const int64_t> shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
+
+Tensor Tensor::Host(DType dtype, Shape shape) {
+  const size_t bytes = static_cast<size_t>(ElementCount(shape)) * DTypeSize(dtype);
+  void* data = ::operator new[](bytes == 0 ? 1 : bytes, std::align_val_t{64});
+  std::memset(data, 0, bytes);
+  return Tensor(dtype, std::move(shape), std::make_shared<Buffer>(data, bytes, nullptr));
+}
+
+std::string Tensor::TypeString() const {
+  return absl::StrCat(DTypeName(dtype_), ShapeString(shape_));
+}
+
+absl::StatusOr<Tensor> Backend::NewTensor(DType dtype, Shape shape) {
+  const int64_t count = ElementCount(shape);
+  if (count < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("negative dimension in shape ", ShapeString(shape)));
+  absl::StatusOr<std::shared_ptr<Buffer>> buffer =
+      Allocate(static_cast<size_t>(count) * DTypeSize(dtype));
+  if (!buffer.ok()) return buffer.status();
+  return Tensor(dtype, std::move(shape), *std::move(buffer));
+}
+
+absl::StatusOr<Tensor> ToHost(const Tensor& tensor) {
+  if (tensor.backend() == nullptr || tensor.backend()->name() == "cpu") return tensor;
+  Tensor host = Tensor::Host(tensor.dtype(), tensor.shape());
+  if (absl::Status status = tensor.backend()->CopyToHost(tensor, host.raw()); !status.ok())
+    return status;
+  return host;
+}
+
+}  // namespace ampc

@@ -1,0 +1,44 @@
+#include "runtime/tensor_proto.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "passes/tensor_data.h"
+
+namespace ampc {
+
+absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto) {
+  const DType dtype = static_cast<DType>(proto.data_type());
+  const std::string label = absl::StrCat("tensor '", proto.name(), "'");
+  if (absl::Status status = CheckSupported(dtype); !status.ok()) {
+    return absl::UnimplementedError(absl::StrCat(label, ": ", status.message()));
+  }
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": external data was not loaded"));
+  }
+  Shape shape(proto.dims().begin(), proto.dims().end());
+  for (int64_t d : shape) {
+    if (d < 0) return absl::InvalidArgumentError(absl::StrCat(label, ": negative dimension"));
+  }
+  const std::optional<uint64_t> expected = DataBytes(proto);
+  const std::string bytes = RawBytes(proto);
+  if (!expected.has_value() || bytes.size() != *expected) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": shape ", ShapeString(shape), " needs ",
+                                                   expected.value_or(0), " bytes of data, it has ",
+                                                   bytes.size()));
+  }
+  Tensor tensor = Tensor::Host(dtype, std::move(shape));
+  std::memcpy(tensor.raw(), bytes.data(), bytes.size());
+  return tensor;
+}
+
+onnx::TensorProto TensorToProto(const Tensor& tensor, const std::string& name) {
+  onnx::TensorProto proto;
+  proto.set_name(name);
+  proto.set_data_type(static_cast<int32_t>(tensor.dtype()));
+  for (int64_t d : tensor.shape()) proto.add_dims(d);
+  proto.set_raw_data(tensor.raw(), tensor.bytes());
+  return proto;
+}
+
+}  // namespace ampc

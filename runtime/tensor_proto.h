@@ -1,0 +1,21 @@
+// Conversions between onnx::TensorProto (initializers, Constant attributes, .pb test data) and
+// host tensors.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "runtime/tensor.h"
+
+namespace ampc {
+
+// The tensor's data in host memory; data in an external file must have been loaded already.
+// Errors name the tensor.
+absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto);
+
+// A TensorProto with raw_data (the tensor must be in host memory).
+onnx::TensorProto TensorToProto(const Tensor& tensor, const std::string& name);
+
+}  // namespace ampc

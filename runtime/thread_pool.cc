@@ -1,0 +1,80 @@
+#include "runtime/thread_pool.h"
+
+#include <algorithm>
+
+namespace ampc {
+namespace {
+thread_local bool in_parallel_region = false;
+}  // namespace
+
+ThreadPool::ThreadPool(int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& worker : workers_) worker.join();
+}
+
+void ThreadPool::ParallelFor(int64_t n, int64_t grain,
+                             const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  if (workers_.empty() || n <= grain || in_parallel_region) {
+    fn(0, n);
+    return;
+  }
+  std::lock_guard<std::mutex> call_lock(call_mutex_);
+  const int64_t max_chunks = static_cast<int64_t>(threads()) * 4;
+  const int64_t chunk = std::max(grain, (n + max_chunks - 1) / max_chunks);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_ = &fn;
+    job_size_ = n;
+    chunk_ = chunk;
+    next_ = 0;
+    pending_ = (n + chunk - 1) / chunk;
+    ++generation_;
+  }
+  wake_.notify_all();
+  RunChunks();
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [this] { return pending_ == 0; });
+  job_ = nullptr;
+}
+
+void ThreadPool::RunChunks() {
+  in_parallel_region = true;
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (job_ != nullptr && next_ < job_size_) {
+    const int64_t begin = next_;
+    const int64_t end = std::min(job_size_, begin + chunk_);
+    next_ = end;
+    const auto* job = job_;
+    lock.unlock();
+    (*job)(begin, end);
+    lock.lock();
+    if (--pending_ == 0) done_.notify_all();
+  }
+  in_parallel_region = false;
+}
+
+void ThreadPool::WorkerLoop() {
+  uint64_t seen = 0;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+    }
+    RunChunks();
+  }
+}
+
+}  // namespace ampc

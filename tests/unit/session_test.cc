@@ -1,0 +1,135 @@
+#include "runtime/session.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/cpu_backend.h"
+#include "tests/support/model_text.h"
+
+namespace ampc {
+namespace {
+
+using ::testing::HasSubstr;
+
+Tensor FloatTensor(Shape shape, const std::vector<float>& values) {
+  Tensor t = Tensor::Host(DType::kFloat, std::move(shape));
+  for (size_t i = 0; i < values.size(); ++i) t.data<float>()[i] = values[i];
+  return t;
+}
+
+std::vector<float> Values(const Tensor& t) { return {t.data<float>(), t.data<float>() + t.size()}; }
+
+constexpr char kChain[] = R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N, 3] x, float[3] b) => (float[N, 3] y) {
+  s = Add(x, b)
+  r = Relu(s)
+  n = Neg(r)
+  y = Abs(n)
+}
+)";
+
+TEST(SessionTest, RunsAChainWithBroadcasting) {
+  CpuBackend backend(2);
+  auto session = Session::Create(testing::ParseModelText(kChain), DefaultRegistry(), backend);
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<Tensor> inputs = {FloatTensor({2, 3}, {1, -2, 3, -4, 5, -6}),
+                                FloatTensor({3}, {0.5f, 0.5f, -10})};
+  auto outputs = (*session)->Run(inputs);
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  ASSERT_EQ(outputs->size(), 1u);
+  EXPECT_EQ((*outputs)[0].shape(), (Shape{2, 3}));
+  EXPECT_EQ(Values((*outputs)[0]), (std::vector<float>{1.5f, 0, 0, 0, 5.5f, 0}));
+}
+
+TEST(SessionTest, FreesValuesAfterTheirLastUseSoBuffersAreReused) {
+  CpuBackend backend(1);
+  auto session = Session::Create(testing::ParseModelText(kChain), DefaultRegistry(), backend);
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<Tensor> inputs = {Tensor::Host(DType::kFloat, {1024, 3}),
+                                Tensor::Host(DType::kFloat, {3})};
+  ASSERT_TRUE((*session)->Run(inputs).ok());
+  const MemoryStats stats = backend.memory_stats();
+  // Four values of 12 KiB are produced; with liveness at most two are alive at once, and the
+  // third and fourth reuse the first two's buffers.
+  EXPECT_EQ(stats.allocations, 4u);
+  EXPECT_EQ(stats.reuses, 2u);
+  EXPECT_LE(stats.peak_bytes, 2u * 1024 * 3 * 4 + 4096);
+}
+
+TEST(SessionTest, UnsupportedOpFailsAtCreationNamingNodeAndOp) {
+  CpuBackend backend(1);
+  auto session = Session::Create(testing::ParseModelText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2] x) => (float[2] y) {
+  y = Det(x)
+}
+)"),
+                                 DefaultRegistry(), backend);
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(session.status().message(), HasSubstr("Det node producing 'y'"));
+}
+
+TEST(SessionTest, UnsupportedElementTypeFailsAtCreationNamingTypes) {
+  CpuBackend backend(1);
+  auto session = Session::Create(testing::ParseModelText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (int32[2] x) => (int32[2] y) {
+  y = Exp(x)
+}
+)"),
+                                 DefaultRegistry(), backend);
+  ASSERT_FALSE(session.ok());
+  EXPECT_THAT(session.status().message(), HasSubstr("no cpu kernel for input types (int32)"));
+}
+
+TEST(SessionTest, WrongInputTypeOrShapeIsAnErrorNamingTheInput) {
+  CpuBackend backend(1);
+  auto session = Session::Create(testing::ParseModelText(kChain), DefaultRegistry(), backend);
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<Tensor> wrong_shape = {Tensor::Host(DType::kFloat, {2, 4}),
+                                     Tensor::Host(DType::kFloat, {3})};
+  auto result = (*session)->Run(wrong_shape);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().message(), "input 'x': expected shape [?,3], got [2,4]");
+  std::vector<Tensor> wrong_type = {Tensor::Host(DType::kFloat16, {2, 3}),
+                                    Tensor::Host(DType::kFloat, {3})};
+  result = (*session)->Run(wrong_type);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().message(), "input 'x': expected float32, got float16");
+  std::vector<Tensor> missing = {Tensor(), Tensor::Host(DType::kFloat, {3})};
+  result = (*session)->Run(missing);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().message(), "input 'x' is missing");
+}
+
+TEST(SessionTest, Fp16ArithmeticRoundsOnceToNearestEven) {
+  CpuBackend backend(1);
+  auto session = Session::Create(testing::ParseModelText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float16[1] a, float16[1] b) => (float16[1] y) {
+  y = Add(a, b)
+}
+)"),
+                                 DefaultRegistry(), backend);
+  ASSERT_TRUE(session.ok()) << session.status();
+  // 2048 + 1 is halfway between the FP16 neighbours 2048 and 2050: ties to even gives 2048;
+  // 2050 + 1 gives 2052.
+  for (auto [a, want] : {std::pair{2048.0f, 2048.0f}, std::pair{2050.0f, 2052.0f}}) {
+    Tensor x = Tensor::Host(DType::kFloat16, {1});
+    Tensor one = Tensor::Host(DType::kFloat16, {1});
+    x.data<Half>()[0] = Half{FloatToHalf(a)};
+    one.data<Half>()[0] = Half{FloatToHalf(1.0f)};
+    std::vector<Tensor> inputs = {x, one};
+    auto out = (*session)->Run(inputs);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(HalfToFloat((*out)[0].data<Half>()[0].bits), want);
+  }
+}
+
+}  // namespace
+}  // namespace ampc
