@@ -69,26 +69,36 @@ absl::Status GraphIndex::ProducedTwice(std::string_view value, const ValueSource
 }
 
 absl::Status GraphIndex::AddSource(std::string_view value, ValueSource source) {
-  auto [it, inserted] = sources_.try_emplace(value, source);
-  if (inserted) return absl::OkStatus();
-  return ProducedTwice(value, it->second, source);
+  Value& entry = values_[value];
+  if (!entry.defined) {
+    entry.defined = true;
+    entry.source = source;
+    return absl::OkStatus();
+  }
+  return ProducedTwice(value, entry.source, source);
 }
 
 absl::Status GraphIndex::AddInitializer(std::string_view value) {
   const ValueSource source{ValueSource::Kind::kInitializer};
-  auto [it, inserted] = sources_.try_emplace(value, source);
-  if (inserted) return absl::OkStatus();
-  // A graph input with an initializer is an input with a default value; a second one is not.
-  if (it->second.kind == ValueSource::Kind::kGraphInput &&
-      initializer_names_.insert(value).second) {
+  Value& entry = values_[value];
+  if (!entry.defined) {
+    entry.defined = true;
+    entry.source = source;
     return absl::OkStatus();
   }
-  return ProducedTwice(value, it->second, source);
+  // A graph input with an initializer is an input with a default value; a second one is not.
+  if (entry.source.kind == ValueSource::Kind::kGraphInput && !entry.input_initializer) {
+    entry.input_initializer = true;
+    return absl::OkStatus();
+  }
+  return ProducedTwice(value, entry.source, source);
 }
 
 absl::Status GraphIndex::IndexSources() {
   const onnx::GraphProto& graph = *graph_;
-  for (int i = 0; i < graph.node_size(); ++i) node_index_[&graph.node(i)] = i;
+  size_t values = graph.input_size() + graph.initializer_size() + graph.sparse_initializer_size();
+  for (const onnx::NodeProto& node : graph.node()) values += node.output_size();
+  values_.reserve(values);
   subgraphs_.resize(graph.node_size());
   for (const onnx::ValueInfoProto& input : graph.input()) {
     if (absl::Status s = AddSource(input.name(), {ValueSource::Kind::kGraphInput}); !s.ok()) {
@@ -97,7 +107,8 @@ absl::Status GraphIndex::IndexSources() {
   }
   for (const onnx::TensorProto& initializer : graph.initializer()) {
     if (absl::Status s = AddInitializer(initializer.name()); !s.ok()) return s;
-    initializers_.emplace(initializer.name(), &initializer);
+    const onnx::TensorProto*& first = values_[initializer.name()].initializer;
+    if (first == nullptr) first = &initializer;
   }
   for (const onnx::SparseTensorProto& sparse : graph.sparse_initializer()) {
     if (absl::Status s = AddInitializer(sparse.values().name()); !s.ok()) return s;
@@ -118,18 +129,21 @@ void GraphIndex::IndexTypes() {
   const onnx::GraphProto& graph = *graph_;
   for (const auto* infos : {&graph.input(), &graph.output(), &graph.value_info()}) {
     for (const onnx::ValueInfoProto& info : *infos) {
-      if (info.has_type()) types_.try_emplace(info.name(), &info.type());
+      if (!info.has_type()) continue;
+      const onnx::TypeProto*& type = values_[info.name()].type;
+      if (type == nullptr) type = &info.type();
     }
   }
   for (const onnx::TensorProto& initializer : graph.initializer()) {
-    if (types_.contains(initializer.name())) continue;
-    initializer_types_.push_back(TensorType(initializer.data_type(), initializer.dims()));
-    types_.emplace(initializer.name(), &initializer_types_.back());
+    const onnx::TypeProto*& type = values_[initializer.name()].type;
+    if (type != nullptr) continue;
+    type =
+        &initializer_types_.emplace_back(TensorType(initializer.data_type(), initializer.dims()));
   }
   for (const onnx::SparseTensorProto& sparse : graph.sparse_initializer()) {
-    if (types_.contains(sparse.values().name())) continue;
-    initializer_types_.push_back(TensorType(sparse.values().data_type(), sparse.dims()));
-    types_.emplace(sparse.values().name(), &initializer_types_.back());
+    const onnx::TypeProto*& type = values_[sparse.values().name()].type;
+    if (type != nullptr) continue;
+    type = &initializer_types_.emplace_back(TensorType(sparse.values().data_type(), sparse.dims()));
   }
 }
 
@@ -140,17 +154,18 @@ absl::Status GraphIndex::IndexUses() {
     for (int slot = 0; slot < node.input_size(); ++slot) {
       const std::string& value = node.input(slot);
       if (value.empty()) continue;  // an omitted optional input
-      if (!AddRead(value)) {
+      Value& entry = values_[value];
+      if (!entry.defined && !AddRead(value)) {
         return absl::InvalidArgumentError(
             absl::StrCat(DescribeGraph(graph), ": ", DescribeNode(node, i), " reads value '", value,
                          "' (input ", slot, "), which nothing in scope defines"));
       }
-      consumers_[value].push_back({&node, slot});
+      entry.consumers.push_back({&node, slot});
     }
     if (absl::Status s = AddSubgraphs(i); !s.ok()) return s;
   }
   for (const onnx::ValueInfoProto& output : graph.output()) {
-    outputs_.insert(output.name());
+    values_[output.name()].graph_output = true;
     if (!AddRead(output.name())) {
       return absl::InvalidArgumentError(absl::StrCat(DescribeGraph(graph), ": output '",
                                                      output.name(),
@@ -177,10 +192,11 @@ absl::Status GraphIndex::AddSubgraphs(int node_index) {
         std::string_view value = *(*child)->outer_ref_set_.find(ref);
         AddRead(value);  // cannot fail: the child resolved it through this scope
         if (implicit.insert(value).second) {
-          consumers_[value].push_back({&node, ValueUse::kImplicitSlot});
+          values_[value].consumers.push_back({&node, ValueUse::kImplicitSlot});
         }
       }
       subgraphs_[node_index].push_back(*std::move(child));
+      has_subgraphs_ = true;
     }
   }
   return absl::OkStatus();
@@ -193,37 +209,52 @@ bool GraphIndex::AddRead(std::string_view value) {
   return true;
 }
 
-bool GraphIndex::DefinesLocally(std::string_view value) const { return sources_.contains(value); }
+const GraphIndex::Value* GraphIndex::Find(std::string_view value) const {
+  auto it = values_.find(value);
+  return it == values_.end() ? nullptr : &it->second;
+}
+
+bool GraphIndex::DefinesLocally(std::string_view value) const {
+  const Value* entry = Find(value);
+  return entry != nullptr && entry->defined;
+}
 
 const ValueSource* GraphIndex::Source(std::string_view value) const {
   static const ValueSource kOuterScope{ValueSource::Kind::kOuterScope};
-  if (auto it = sources_.find(value); it != sources_.end()) return &it->second;
+  const Value* entry = Find(value);
+  if (entry != nullptr && entry->defined) return &entry->source;
   if (outer_ != nullptr && outer_->Source(value) != nullptr) return &kOuterScope;
   return nullptr;
 }
 
 absl::Span<const ValueUse> GraphIndex::Consumers(std::string_view value) const {
-  auto it = consumers_.find(value);
-  if (it == consumers_.end()) return {};
-  return it->second;
+  const Value* entry = Find(value);
+  if (entry == nullptr) return {};
+  return entry->consumers;
 }
 
 const onnx::TypeProto* GraphIndex::Type(std::string_view value) const {
-  if (auto it = types_.find(value); it != types_.end()) return it->second;
-  if (DefinesLocally(value) || outer_ == nullptr) return nullptr;
+  const Value* entry = Find(value);
+  if (entry != nullptr && entry->type != nullptr) return entry->type;
+  if ((entry != nullptr && entry->defined) || outer_ == nullptr) return nullptr;
   return outer_->Type(value);
 }
 
 const onnx::TensorProto* GraphIndex::Initializer(std::string_view value) const {
-  if (auto it = initializers_.find(value); it != initializers_.end()) return it->second;
-  if (DefinesLocally(value) || outer_ == nullptr) return nullptr;
+  const Value* entry = Find(value);
+  if (entry != nullptr && entry->initializer != nullptr) return entry->initializer;
+  if ((entry != nullptr && entry->defined) || outer_ == nullptr) return nullptr;
   return outer_->Initializer(value);
 }
 
-bool GraphIndex::IsGraphOutput(std::string_view value) const { return outputs_.contains(value); }
+bool GraphIndex::IsGraphOutput(std::string_view value) const {
+  const Value* entry = Find(value);
+  return entry != nullptr && entry->graph_output;
+}
 
 std::vector<const GraphIndex*> GraphIndex::Subgraphs(const onnx::NodeProto& node) const {
   std::vector<const GraphIndex*> result;
+  if (!has_subgraphs_) return result;
   int index = NodeIndex(node);
   if (index < 0) return result;
   for (const auto& subgraph : subgraphs_[index]) result.push_back(subgraph.get());
@@ -231,6 +262,10 @@ std::vector<const GraphIndex*> GraphIndex::Subgraphs(const onnx::NodeProto& node
 }
 
 int GraphIndex::NodeIndex(const onnx::NodeProto& node) const {
+  if (node_index_.empty() && graph_->node_size() > 0) {
+    node_index_.reserve(graph_->node_size());
+    for (int i = 0; i < graph_->node_size(); ++i) node_index_[&graph_->node(i)] = i;
+  }
   auto it = node_index_.find(&node);
   return it == node_index_.end() ? -1 : it->second;
 }
