@@ -104,7 +104,10 @@ absl::StatusOr<std::vector<std::unique_ptr<Pass>>> BuildPipeline() {
 absl::Status RunPipeline(ModelContext& context, std::vector<std::unique_ptr<Pass>>& pipeline) {
   const std::string print_after = absl::GetFlag(FLAGS_print_after);
   for (auto& pass : pipeline) {
+    const std::shared_ptr<const GraphIndex> index_before = context.index;
     absl::StatusOr<bool> changed = pass->Run(context);
+    // An index handed on by the previous pass describes the model only until this pass ran.
+    if (context.index == index_before) context.index.reset();
     for (const std::string& warning : context.warnings) std::cerr << "ampc: " << warning << "\n";
     context.warnings.clear();
     if (!changed.ok()) return changed.status();

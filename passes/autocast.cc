@@ -372,6 +372,7 @@ absl::StatusOr<bool> Autocast::Run(ModelContext& context) {
   }
   Planner(context, *plan).PlanGraph(**index, nullptr, true);
   context.plan = std::move(plan);
+  context.index = *std::move(index);
   return false;
 }
 

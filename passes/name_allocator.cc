@@ -12,6 +12,11 @@ absl::string_view AbslView(std::string_view s) { return {s.data(), s.size()}; }
 }  // namespace
 
 NameAllocator::NameAllocator(const onnx::ModelProto& model) {
+  // Mostly one node name and one output per node: rehashing millions of strings as the set
+  // grows costs more than this estimate.
+  const onnx::GraphProto& graph = model.graph();
+  used_.reserve(2 * static_cast<size_t>(graph.node_size()) + graph.input_size() +
+                graph.initializer_size());
   AddGraph(model.graph());
   for (const onnx::FunctionProto& function : model.functions()) AddFunction(function);
   for (const onnx::TrainingInfoProto& training : model.training_info()) {

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "passes/graph_index.h"
 #include "passes/precision_plan.h"
 
 namespace ampc {
@@ -22,6 +23,9 @@ struct ModelContext {
   std::vector<std::string> warnings;  // one line each, printed by the driver
   AutocastOptions autocast;
   std::shared_ptr<PrecisionPlan> plan;  // set by autocast, applied by insert-casts
+  // An index of the model as the pass that set it left it (autocast, which changes nothing), so
+  // the next pass need not build it again; the driver drops it after that next pass.
+  std::shared_ptr<const GraphIndex> index;
 
   void Warn(std::string message) { warnings.push_back(std::move(message)); }
 };
