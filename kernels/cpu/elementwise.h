@@ -30,8 +30,8 @@ absl::Status UnaryMap(KernelContext& context, const Tensor& input, Fn fn, int ou
   return absl::OkStatus();
 }
 
-// out = fn(a, b) with broadcasting; the output has storage type Out.
-template <typename In, typename Out, typename Fn>
+// out = fn(a, b) with broadcasting; the output has storage type Out; b has storage type In2.
+template <typename In, typename Out, typename In2 = In, typename Fn>
 absl::Status BinaryMap(KernelContext& context, const Tensor& a, const Tensor& b, Fn fn,
                        int output = 0) {
   std::optional<Shape> shape = BroadcastShapes(a.shape(), b.shape());
@@ -41,7 +41,7 @@ absl::Status BinaryMap(KernelContext& context, const Tensor& a, const Tensor& b,
   }
   AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(output, *shape));
   const In* pa = a.data<In>();
-  const In* pb = b.data<In>();
+  const In2* pb = b.data<In2>();
   Out* y = out->data<Out>();
   const Shape* inputs[] = {&a.shape(), &b.shape()};
   BroadcastIndex index(*shape, inputs);
@@ -52,13 +52,13 @@ absl::Status BinaryMap(KernelContext& context, const Tensor& a, const Tensor& b,
         if (index.trivial()) {
           for (int64_t i = begin; i < end; ++i) {
             y[i] = Compute<Out>::Store(fn(Compute<In>::Load(pa[single_a ? 0 : i]),
-                                          Compute<In>::Load(pb[single_b ? 0 : i])));
+                                          Compute<In2>::Load(pb[single_b ? 0 : i])));
           }
           return;
         }
         index.ForRange(begin, end, [&](int64_t i, std::span<const int64_t> offsets) {
           y[i] = Compute<Out>::Store(
-              fn(Compute<In>::Load(pa[offsets[0]]), Compute<In>::Load(pb[offsets[1]])));
+              fn(Compute<In>::Load(pa[offsets[0]]), Compute<In2>::Load(pb[offsets[1]])));
         });
       });
   return absl::OkStatus();

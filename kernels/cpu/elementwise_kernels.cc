@@ -15,9 +15,19 @@ absl::Status Unsupported(KernelContext& context) {
                                          " is not supported"));
 }
 
+// Binary ops other than Pow take two inputs of one type (the checker enforces it; a model that
+// skipped the checker gets an error rather than misread data).
+absl::Status SameTypes(const KernelContext& context) {
+  if (context.in(1).dtype() == context.in(0).dtype()) return absl::OkStatus();
+  return NodeError(context, absl::StrCat("inputs have different element types (",
+                                         DTypeName(context.in(0).dtype()), ", ",
+                                         DTypeName(context.in(1).dtype()), ")"));
+}
+
 // Arithmetic whose result has the input type.
 template <typename Op, DType... Ds>
 absl::Status Arithmetic(KernelContext& context) {
+  AMPC_RETURN_IF_ERROR(SameTypes(context));
   absl::Status status;
   const bool handled = Dispatch<Ds...>(context.in(0).dtype(), [&]<typename T>() {
     using C = typename Compute<T>::type;
@@ -55,20 +65,34 @@ struct DivOp {
     }
   }
 };
-struct PowOp {
-  template <typename C>
-  static C Apply(C a, C b) {
-    if constexpr (std::is_integral_v<C>) {
-      return static_cast<C>(std::pow(static_cast<double>(a), static_cast<double>(b)));
-    } else {
-      return std::pow(a, b);
-    }
-  }
-};
+// Pow's exponent may have another type than its base (T1 in the schema).
+absl::Status Pow(KernelContext& context) {
+  absl::Status status;
+  bool handled = false;
+  Dispatch<AMPC_FLOAT_TYPES, DType::kInt32, DType::kInt64>(
+      context.in(0).dtype(), [&]<typename T>() {
+        handled =
+            Dispatch<AMPC_FLOAT_TYPES, AMPC_INT_TYPES>(context.in(1).dtype(), [&]<typename E>() {
+              using C = typename Compute<T>::type;
+              using CE = typename Compute<E>::type;
+              status =
+                  BinaryMap<T, T, E>(context, context.in(0), context.in(1), [](C a, CE b) -> C {
+                    if constexpr (std::is_integral_v<C>) {
+                      return static_cast<C>(
+                          std::pow(static_cast<double>(a), static_cast<double>(b)));
+                    } else {
+                      return static_cast<C>(std::pow(a, static_cast<C>(b)));
+                    }
+                  });
+            });
+      });
+  return handled ? status : Unsupported<void>(context);
+}
 
 // Comparisons: bool output.
 template <typename Op>
 absl::Status Comparison(KernelContext& context) {
+  AMPC_RETURN_IF_ERROR(SameTypes(context));
   absl::Status status;
   const bool handled = Dispatch<AMPC_ALL_TYPES>(context.in(0).dtype(), [&]<typename T>() {
     using C = typename Compute<T>::type;
@@ -303,7 +327,7 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("cpu", "Sub", numeric, Arithmetic<SubOp, AMPC_FLOAT_TYPES, AMPC_INT_TYPES>);
   r.Register("cpu", "Mul", numeric, Arithmetic<MulOp, AMPC_FLOAT_TYPES, AMPC_INT_TYPES>);
   r.Register("cpu", "Div", numeric, Arithmetic<DivOp, AMPC_FLOAT_TYPES, AMPC_INT_TYPES>);
-  r.Register("cpu", "Pow", floats, Arithmetic<PowOp, AMPC_FLOAT_TYPES>);
+  r.Register("cpu", "Pow", {AMPC_FLOAT_TYPES, DType::kInt32, DType::kInt64}, Pow);
   r.Register("cpu", "Equal", all, Comparison<EqualOp>);
   r.Register("cpu", "Less", numeric, Comparison<LessOp>);
   r.Register("cpu", "Greater", numeric, Comparison<GreaterOp>);
