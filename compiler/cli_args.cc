@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
@@ -46,10 +47,16 @@ absl::Status ScanFlag(int argc, char** argv, int& i, CommandLine& line) {
   if (flag == nullptr) {
     return UsageError(absl::StrCat("unknown flag '", arg, "' (see ampc --help)"));
   }
-  if (has_value) return SetFlag(*flag, body.substr(name.size() + 1));
-  if (IsBool(*flag)) return SetFlag(*flag, "true");
-  if (i + 1 >= argc) return UsageError(absl::StrCat("flag '", arg, "' needs a value"));
-  return SetFlag(*flag, argv[++i]);
+  if (IsBool(*flag) && !has_value) return SetFlag(*flag, "true");
+  if (!has_value && i + 1 >= argc) {
+    return UsageError(absl::StrCat("flag '", arg, "' needs a value"));
+  }
+  absl::string_view value = has_value ? body.substr(name.size() + 1) : argv[++i];
+  if (flag->IsOfType<std::vector<std::string>>()) {
+    line.repeated[std::string(flag->Name())].emplace_back(value);
+    return absl::OkStatus();
+  }
+  return SetFlag(*flag, value);
 }
 
 }  // namespace

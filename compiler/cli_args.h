@@ -2,6 +2,7 @@
 // (absl's own ParseCommandLine exits with status 1 on an unknown flag; ampc's usage errors exit 2.)
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,9 @@ namespace ampc {
 
 struct CommandLine {
   std::vector<std::string> positionals;
+  // Values of std::vector<std::string> flags, one per occurrence (`--input a=1 --input b=2`),
+  // by flag name with underscores.
+  std::map<std::string, std::vector<std::string>> repeated;
   bool help = false;
   bool version = false;
 };

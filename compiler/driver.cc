@@ -20,6 +20,7 @@
 #include "compiler/model_io.h"
 #include "compiler/printer.h"
 #include "compiler/report.h"
+#include "compiler/run_command.h"
 #include "passes/registry.h"
 #include "runtime/device.h"
 
@@ -42,6 +43,9 @@ Usage:
   ampc MODEL -o OUT [flags]     compile MODEL for mixed precision and save it
   ampc explain MODEL [flags]    print each node's dtype and the rule that decided it
   ampc print MODEL              print MODEL's canonical text to stdout
+  ampc run MODEL --input NAME=FILE ... [--output-dir DIR] [--device cpu|cuda|auto]
+                                run MODEL on the runtime (inputs: .pb or .npy files); print a
+                                summary of each output, or write NAME.pb and NAME.npy to DIR
   ampc --version | --help
 
 Flags:
@@ -59,6 +63,12 @@ Flags:
   --print-after=PASS     print the canonical text after PASS ('all': after every pass)
   --external-data=MODE   auto (default): tensor data goes to OUT.data when the input used
                          external data or the model exceeds 1 GiB; always; never
+
+Flags of ampc run:
+  --input=NAME=FILE      a graph input from a .pb (TensorProto) or .npy file; repeat per input
+  --output-dir=DIR       write each output as DIR/NAME.pb and DIR/NAME.npy
+  --device=cpu|cuda|auto where to run (default auto: CUDA when usable, else the CPU)
+  --threads=N            CPU threads (default 0: one per core)
 
 Passes: %s
 
@@ -230,6 +240,9 @@ absl::Status Dispatch(const CommandLine& line) {
   if (args.empty()) return UsageError("no input model (see ampc --help)");
   if (args[0] == "print") return Print(args);
   if (args[0] == "explain") return Explain(args);
+  if (args[0] == "run")
+    return RunModelCommand(args, line.repeated.count("input") ? line.repeated.at("input")
+                                                              : std::vector<std::string>{});
   if (args.size() > 1) {
     return UsageError(
         absl::StrCat("unexpected argument '", args[1], "' (one input model per run)"));

@@ -1,0 +1,174 @@
+#include "compiler/run_command.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "compiler/exit_codes.h"
+#include "compiler/file_io.h"
+#include "compiler/model_io.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/cpu_backend.h"
+#include "runtime/device.h"
+#include "runtime/npy.h"
+#include "runtime/session.h"
+#include "runtime/status_macros.h"
+#include "runtime/tensor_proto.h"
+
+ABSL_FLAG(std::vector<std::string>, input, {},
+          "ampc run: NAME=FILE, a graph input from a .pb (TensorProto) or .npy file; repeat it "
+          "for each input.");
+ABSL_FLAG(std::string, output_dir, "",
+          "ampc run: write each output as NAME.pb and NAME.npy in this folder (created if "
+          "missing); without it a summary of each output is printed.");
+ABSL_FLAG(std::string, device, "auto", "ampc run: cpu, cuda or auto (CUDA when usable).");
+ABSL_FLAG(int, threads, 0, "ampc run: CPU threads (0: one per core).");
+
+namespace ampc {
+namespace {
+
+absl::StatusOr<Tensor> ReadInputFile(const std::string& path) {
+  if (absl::EndsWith(path, ".npy")) return ReadNpy(path);
+  if (!absl::EndsWith(path, ".pb")) {
+    return UsageError(absl::StrCat("--input file ", path, ": expected a .pb or .npy file"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  onnx::TensorProto proto;
+  if (!proto.ParseFromIstream(&in)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a TensorProto"));
+  }
+  absl::StatusOr<Tensor> tensor = TensorFromProto(proto);
+  if (!tensor.ok())
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", tensor.status().message()));
+  return tensor;
+}
+
+// Inputs in the session's order, from NAME=FILE arguments.
+absl::StatusOr<std::vector<Tensor>> ReadInputs(const Session& session,
+                                               const std::vector<std::string>& specs) {
+  std::vector<Tensor> inputs(session.inputs().size());
+  for (const std::string& spec : specs) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos) {
+      return UsageError(absl::StrCat("--input ", spec, ": expected NAME=FILE"));
+    }
+    const std::string name = spec.substr(0, eq), path = spec.substr(eq + 1);
+    size_t slot = 0;
+    while (slot < inputs.size() && session.inputs()[slot].name != name) ++slot;
+    if (slot == inputs.size()) {
+      std::vector<std::string> names;
+      for (const ValueSpec& s : session.inputs()) names.push_back(s.name);
+      return UsageError(absl::StrCat(
+          "--input ", name,
+          ": the model has no input of that name (its inputs: ", absl::StrJoin(names, ", "), ")"));
+    }
+    AMPC_ASSIGN_OR_RETURN(inputs[slot], ReadInputFile(path));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ValueSpec& spec = session.inputs()[i];
+    if (inputs[i].empty() && !spec.has_default) {
+      return UsageError(absl::StrCat("missing --input ", spec.name, "=FILE (",
+                                     DTypeName(spec.dtype), " input of the model)"));
+    }
+  }
+  return inputs;
+}
+
+std::string SafeFileName(const std::string& name) {
+  std::string out;
+  for (char c : name)
+    out.push_back(
+        std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_');
+  return out.empty() || out[0] == '.' ? "_" + out : out;
+}
+
+std::string Summary(const std::string& name, const Tensor& t) {
+  double sum = 0, min = INFINITY, max = -INFINITY;
+  int64_t nonfinite = 0;
+  const bool numeric = Dispatch<AMPC_ALL_TYPES>(t.dtype(), [&]<typename T>() {
+    for (T v : t.span<T>()) {
+      const double x = static_cast<double>(Compute<T>::Load(v));
+      if (!std::isfinite(x)) {
+        ++nonfinite;
+        continue;
+      }
+      sum += x;
+      min = std::min(min, x);
+      max = std::max(max, x);
+    }
+  });
+  std::string line = absl::StrCat(name, ": ", t.TypeString());
+  if (numeric && t.size() > nonfinite) {
+    absl::StrAppend(&line, absl::StrFormat(" min %.6g max %.6g mean %.6g", min, max,
+                                           sum / static_cast<double>(t.size() - nonfinite)));
+  }
+  if (nonfinite > 0) absl::StrAppend(&line, " non-finite ", nonfinite);
+  return line;
+}
+
+absl::Status WriteOutputs(const Session& session, const std::vector<Tensor>& outputs,
+                          const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return absl::UnavailableError(absl::StrCat(dir, ": cannot create: ", error.message()));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string& name = session.outputs()[i].name;
+    const std::string base = (std::filesystem::path(dir) / SafeFileName(name)).string();
+    AMPC_ASSIGN_OR_RETURN(Tensor host, ToHost(outputs[i]));
+    AMPC_RETURN_IF_ERROR(
+        WriteTextFile(base + ".pb", TensorToProto(host, name).SerializeAsString()));
+    AMPC_RETURN_IF_ERROR(WriteTextFile(base + ".npy", EncodeNpy(host)));
+    std::cerr << "ampc: wrote " << base << ".pb and .npy (" << host.TypeString()
+              << (host.dtype() == DType::kBFloat16 ? "; the .npy holds it widened to float32" : "")
+              << ")\n";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunModelCommand(const std::vector<std::string>& args,
+                             const std::vector<std::string>& input_specs) {
+  if (args.size() != 2)
+    return UsageError("usage: ampc run MODEL --input NAME=FILE ... [--output-dir DIR]");
+  const std::string device = absl::GetFlag(FLAGS_device);
+  if (device != "cpu" && device != "cuda" && device != "auto") {
+    return UsageError(absl::StrCat("--device=", device, ": expected cpu, cuda or auto"));
+  }
+  if (device == "cuda") {
+    return absl::UnimplementedError(
+        "--device=cuda: the CUDA backend has no kernels yet; use --device=cpu");
+  }
+  const std::string& path = args[1];
+  AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
+  CpuBackend backend(absl::GetFlag(FLAGS_threads));
+  absl::StatusOr<std::unique_ptr<Session>> session =
+      Session::Create(std::move(loaded.model), DefaultRegistry(), backend);
+  if (!session.ok()) {
+    return absl::Status(session.status().code(),
+                        absl::StrCat(path, ": ", session.status().message()));
+  }
+  AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, ReadInputs(**session, input_specs));
+  absl::StatusOr<std::vector<Tensor>> outputs = (*session)->Run(inputs);
+  if (!outputs.ok()) {
+    return absl::Status(outputs.status().code(),
+                        absl::StrCat(path, ": ", outputs.status().message()));
+  }
+  const std::string dir = absl::GetFlag(FLAGS_output_dir);
+  if (!dir.empty()) return WriteOutputs(**session, *outputs, dir);
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    AMPC_ASSIGN_OR_RETURN(Tensor host, ToHost((*outputs)[i]));
+    std::cout << Summary((*session)->outputs()[i].name, host) << "\n";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ampc

@@ -1,0 +1,145 @@
+// `ampc run`: inputs from .pb and .npy files, outputs printed or written, and clear errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/model_text.h"
+#include "tests/support/subprocess.h"
+
+namespace ampc {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+// y = x * 2 + b, with b an initializer; x is float[2, 2].
+constexpr char kModel[] = R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2, 2] x) => (float[2, 2] y)
+<float[2] b = {0.5, -1}, float two = {2}>
+{
+  d = Mul(x, two)
+  y = Add(d, b)
+}
+)";
+
+class RunCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/ampc-run-XXXXXX";
+    dir_ = mkdtemp(pattern);
+    model_ = Write("m.onnx", testing::ParseModelText(kModel).SerializeAsString());
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  testing::ProcessResult Ampc(std::vector<std::string> args) {
+    args.insert(args.begin(), AMPC_BINARY);
+    return testing::RunProcess(args, dir_.string());
+  }
+  std::string Write(const std::string& name, const std::string& bytes) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+  std::string WriteTensor(const std::string& name, std::vector<int64_t> dims,
+                          std::vector<float> values) {
+    onnx::TensorProto t;
+    t.set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t.add_dims(d);
+    for (float v : values) t.add_float_data(v);
+    return Write(name, t.SerializeAsString());
+  }
+
+  fs::path dir_;
+  std::string model_;
+};
+
+TEST_F(RunCommandTest, PrintsASummaryOfEachOutput) {
+  const std::string x = WriteTensor("x.pb", {2, 2}, {1, 2, 3, 4});
+  auto r = Ampc({"run", model_, "--input", "x=" + x});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // y = {2.5, 3, 6.5, 7}: min 2.5, max 7, mean 19 / 4.
+  EXPECT_EQ(r.out, "y: float32[2,2] min 2.5 max 7 mean 4.75\n");
+}
+
+TEST_F(RunCommandTest, WritesPbAndNpyToTheOutputDir) {
+  const std::string x = WriteTensor("x.pb", {2, 2}, {1, 2, 3, 4});
+  auto r = Ampc({"run", model_, "--input=x=" + x, "--output-dir", (dir_ / "out").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  onnx::TensorProto y;
+  std::ifstream pb(dir_ / "out" / "y.pb", std::ios::binary);
+  ASSERT_TRUE(y.ParseFromIstream(&pb));
+  EXPECT_EQ(y.name(), "y");
+  ASSERT_EQ(y.raw_data().size(), 16u);
+  float values[4];
+  std::memcpy(values, y.raw_data().data(), 16);
+  EXPECT_THAT(values, ::testing::ElementsAre(2.5f, 3.0f, 6.5f, 7.0f));
+  const std::string npy = testing::ReadFileOrEmpty((dir_ / "out" / "y.npy").string());
+  ASSERT_EQ(npy.size(), 128u + 16u);  // magic, version and header pad to a multiple of 64
+  EXPECT_EQ(npy.substr(0, 6), "\x93NUMPY");
+  EXPECT_THAT(npy.substr(10, 118),
+              HasSubstr("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }"));
+  EXPECT_EQ(npy.substr(128), y.raw_data());
+}
+
+TEST_F(RunCommandTest, ReadsNpyInputs) {
+  // A NumPy 1.0 file written by hand: magic, version, header length 118, header, data.
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }";
+  header.append(118 - header.size() - 1, ' ');
+  header.push_back('\n');
+  std::string npy =
+      std::string("\x93NUMPY\x01\x00", 8) + std::string(1, 118) + std::string(1, 0) + header;
+  const float data[4] = {-1, 0, 1, 2};
+  npy.append(reinterpret_cast<const char*>(data), 16);
+  const std::string x = Write("x.npy", npy);
+  auto r = Ampc({"run", model_, "--input", "x=" + x});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // y = {-1.5, -1, 2.5, 3}
+  EXPECT_EQ(r.out, "y: float32[2,2] min -1.5 max 3 mean 0.75\n");
+}
+
+TEST_F(RunCommandTest, MissingAndUnknownInputsAreUsageErrors) {
+  auto r = Ampc({"run", model_});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("missing --input x=FILE (float32 input of the model)"));
+  const std::string x = WriteTensor("x.pb", {2, 2}, {1, 2, 3, 4});
+  r = Ampc({"run", model_, "--input", "z=" + x});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--input z: the model has no input of that name (its inputs: x)"));
+}
+
+TEST_F(RunCommandTest, WrongShapeNamesTheModelAndTheInput) {
+  const std::string x = WriteTensor("x.pb", {3}, {1, 2, 3});
+  auto r = Ampc({"run", model_, "--input", "x=" + x});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "ampc: error: " + model_ + ": input 'x': expected shape [2,2], got [3]\n");
+}
+
+TEST_F(RunCommandTest, BadNpyNamesTheFile) {
+  const std::string x = Write("x.npy", "not numpy at all");
+  auto r = Ampc({"run", model_, "--input", "x=" + x});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "ampc: error: " + x + ": not a readable .npy file: bad magic\n");
+}
+
+TEST_F(RunCommandTest, UnsupportedOpFailsBeforeRunningNamingTheNode) {
+  const std::string m = Write("det.onnx", testing::ParseModelText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2, 2] x) => (float[2, 2] y) {
+  y = StringNormalizer(x)
+}
+)")
+                                              .SerializeAsString());
+  auto r = Ampc({"run", m});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(
+      r.err,
+      HasSubstr(m + ": StringNormalizer node producing 'y': op not supported on the cpu backend"));
+}
+
+}  // namespace
+}  // namespace ampc
