@@ -1,7 +1,428 @@
+// Math ops: Cast/CastLike, Where, Clip, variadic Max/Min/Sum/Mean, Mod, BitShift, PRelu, Shrink,
+// Mish and Det. FP16/BF16 compute in float and round once to the output type.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/strings/ascii.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/math_cast.h"
 
 namespace ampc {
+namespace {
 
-void RegisterMathKernels(KernelRegistry& registry) {}
+absl::Status UnsupportedType(const KernelContext& context, DType dtype) {
+  return NodeError(context, absl::StrCat("element type ", DTypeName(dtype), " is not supported"));
+}
+
+// ---- Cast, CastLike ----
+
+// Opset 1 names the target type with a string ("FLOAT"), later opsets with the enum value.
+absl::StatusOr<DType> CastTarget(const KernelInfo& info) {
+  const onnx::AttributeProto* to = info.attributes().Find("to");
+  if (to == nullptr) return absl::InvalidArgumentError("attribute 'to' is missing");
+  DType dtype = DType::kUndefined;
+  if (to->type() == onnx::AttributeProto::STRING) {
+    onnx::TensorProto::DataType parsed;
+    if (!onnx::TensorProto::DataType_Parse(absl::AsciiStrToUpper(to->s()), &parsed)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("attribute 'to' = '", to->s(), "' is unknown"));
+    }
+    dtype = static_cast<DType>(parsed);
+  } else {
+    dtype = static_cast<DType>(to->i());
+  }
+  if (absl::Status status = CheckSupported(dtype); !status.ok()) return status;
+  return dtype;
+}
+
+absl::Status CastTo(KernelContext& context, const Tensor& input, DType to) {
+  if (input.dtype() == to) {
+    context.SetOutput(0, input);  // no conversion: share the buffer
+    return absl::OkStatus();
+  }
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, input.shape(), to));
+  bool handled = false;
+  Dispatch<AMPC_ALL_TYPES>(input.dtype(), [&]<typename From>() {
+    handled = Dispatch<AMPC_ALL_TYPES>(to, [&]<typename To>() {
+      const From* x = input.data<From>();
+      To* y = out->data<To>();
+      CpuOf(context.backend())
+          .pool()
+          .ParallelFor(input.size(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) y[i] = ConvertElement<From, To>(x[i]);
+          });
+    });
+  });
+  if (!handled) {
+    return NodeError(context, absl::StrCat("cast from ", DTypeName(input.dtype()), " to ",
+                                           DTypeName(to), " is not supported"));
+  }
+  return absl::OkStatus();
+}
+
+class CastKernel final : public OpKernel {
+ public:
+  explicit CastKernel(DType to) : to_(to) {}
+  absl::Status Compute(KernelContext& context) override {
+    return CastTo(context, context.in(0), to_);
+  }
+  static absl::StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info) {
+    if (info.opset >= 19 && info.attributes().Has("saturate")) {
+      return absl::UnimplementedError("attribute 'saturate' (opset 19) is not supported");
+    }
+    AMPC_ASSIGN_OR_RETURN(DType to, CastTarget(info));
+    return std::make_unique<CastKernel>(to);
+  }
+
+ private:
+  DType to_;
+};
+
+absl::Status CastLike(KernelContext& context) {
+  return CastTo(context, context.in(0), context.in(1).dtype());
+}
+
+// ---- Where ----
+
+absl::Status Where(KernelContext& context) {
+  const Tensor &cond = context.in(0), &a = context.in(1), &b = context.in(2);
+  const Shape* shapes[] = {&cond.shape(), &a.shape(), &b.shape()};
+  std::optional<Shape> shape = BroadcastShapes(shapes);
+  if (!shape.has_value()) {
+    return NodeError(
+        context, absl::StrCat("shapes ", ShapeString(cond.shape()), ", ", ShapeString(a.shape()),
+                              " and ", ShapeString(b.shape()), " do not broadcast"));
+  }
+  if (a.dtype() != b.dtype()) {
+    return NodeError(
+        context, absl::StrCat("X is ", DTypeName(a.dtype()), " but Y is ", DTypeName(b.dtype())));
+  }
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, *shape, a.dtype()));
+  const bool handled = Dispatch<AMPC_ALL_TYPES>(a.dtype(), [&]<typename T>() {
+    const bool* c = cond.data<bool>();
+    const T *x = a.data<T>(), *y = b.data<T>();
+    T* z = out->data<T>();
+    BroadcastIndex index(*shape, shapes);
+    const bool sc = index.single(0), sx = index.single(1), sy = index.single(2);
+    CpuOf(context.backend())
+        .pool()
+        .ParallelFor(out->size(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+          if (index.trivial()) {
+            for (int64_t i = begin; i < end; ++i) {
+              z[i] = c[sc ? 0 : i] ? x[sx ? 0 : i] : y[sy ? 0 : i];
+            }
+            return;
+          }
+          index.ForRange(begin, end, [&](int64_t i, std::span<const int64_t> o) {
+            z[i] = c[o[0]] ? x[o[1]] : y[o[2]];
+          });
+        });
+  });
+  return handled ? absl::OkStatus() : UnsupportedType(context, a.dtype());
+}
+
+// ---- Clip ----
+
+absl::Status Clip(KernelContext& context) {
+  const Tensor& input = context.in(0);
+  const Attributes attributes = context.attributes();
+  const bool from_inputs = context.info().opset >= 11;
+  for (int k : {1, 2}) {
+    const Tensor* bound = context.input(k);
+    if (from_inputs && bound != nullptr &&
+        (bound->size() != 1 || bound->dtype() != input.dtype())) {
+      return NodeError(context,
+                       absl::StrCat(k == 1 ? "min" : "max", " must be a scalar of ",
+                                    DTypeName(input.dtype()), ", got ", bound->TypeString()));
+    }
+  }
+  absl::Status status;
+  const bool handled = Dispatch<AMPC_FLOAT_TYPES, AMPC_INT_TYPES>(input.dtype(), [&]<typename T>() {
+    using C = typename Compute<T>::type;
+    C lo = std::numeric_limits<C>::lowest(), hi = std::numeric_limits<C>::max();
+    if (from_inputs) {
+      if (const Tensor* t = context.input(1)) lo = Compute<T>::Load(t->data<T>()[0]);
+      if (const Tensor* t = context.input(2)) hi = Compute<T>::Load(t->data<T>()[0]);
+    } else {
+      lo = static_cast<C>(attributes.Float("min", std::numeric_limits<float>::lowest()));
+      hi = static_cast<C>(attributes.Float("max", std::numeric_limits<float>::max()));
+    }
+    // min > max gives max everywhere, as numpy.clip does.
+    status = UnaryMap<T, T>(context, input, [lo, hi](C x) -> C {
+      return x < lo ? std::min(lo, hi) : (x > hi ? hi : x);
+    });
+  });
+  return handled ? status : UnsupportedType(context, input.dtype());
+}
+
+// ---- Max, Min, Sum, Mean: variadic, broadcasting, folded in the compute type ----
+
+template <typename T, typename Fold, typename Finish>
+absl::Status VariadicFold(KernelContext& context, Fold fold, Finish finish) {
+  using C = typename Compute<T>::type;
+  const int n = context.num_inputs();
+  std::vector<const Shape*> shapes;
+  std::vector<const T*> data;
+  for (int k = 0; k < n; ++k) {
+    const Tensor* t = context.input(k);
+    if (t == nullptr) return NodeError(context, absl::StrCat("input ", k, " is missing"));
+    if (t->dtype() != context.in(0).dtype()) {
+      return NodeError(context, absl::StrCat("input ", k, " is ", DTypeName(t->dtype()),
+                                             ", input 0 is ", DTypeName(context.in(0).dtype())));
+    }
+    shapes.push_back(&t->shape());
+    data.push_back(t->data<T>());
+  }
+  if (n == 0) return NodeError(context, "needs at least one input");
+  std::optional<Shape> shape = BroadcastShapes(shapes);
+  if (!shape.has_value()) {
+    std::string list;
+    for (const Shape* s : shapes) absl::StrAppend(&list, list.empty() ? "" : ", ", ShapeString(*s));
+    return NodeError(context, absl::StrCat("shapes ", list, " do not broadcast"));
+  }
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, *shape));
+  T* y = out->data<T>();
+  BroadcastIndex index(*shape, shapes);
+  CpuOf(context.backend())
+      .pool()
+      .ParallelFor(out->size(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+        if (index.trivial()) {
+          for (int64_t i = begin; i < end; ++i) {
+            C acc = Compute<T>::Load(data[0][index.single(0) ? 0 : i]);
+            for (int k = 1; k < n; ++k)
+              acc = fold(acc, Compute<T>::Load(data[k][index.single(k) ? 0 : i]));
+            y[i] = Compute<T>::Store(finish(acc));
+          }
+          return;
+        }
+        index.ForRange(begin, end, [&](int64_t i, std::span<const int64_t> o) {
+          C acc = Compute<T>::Load(data[0][o[0]]);
+          for (int k = 1; k < n; ++k) acc = fold(acc, Compute<T>::Load(data[k][o[k]]));
+          y[i] = Compute<T>::Store(finish(acc));
+        });
+      });
+  return absl::OkStatus();
+}
+
+enum class FoldKind { kMax, kMin, kSum, kMean };
+
+template <FoldKind kKind, DType... Ds>
+absl::Status Variadic(KernelContext& context) {
+  absl::Status status;
+  const int n = context.num_inputs();
+  const bool handled = Dispatch<Ds...>(context.in(0).dtype(), [&]<typename T>() {
+    using C = typename Compute<T>::type;
+    auto keep = [](C a) { return a; };
+    if constexpr (kKind == FoldKind::kMax || kKind == FoldKind::kMin) {
+      // NaN propagates, as in numpy.maximum/minimum.
+      status = VariadicFold<T>(
+          context,
+          [](C a, C b) -> C {
+            if constexpr (std::is_floating_point_v<C>) {
+              if (std::isnan(a) || std::isnan(b)) return std::isnan(a) ? a : b;
+            }
+            return kKind == FoldKind::kMax ? std::max(a, b) : std::min(a, b);
+          },
+          keep);
+    } else if constexpr (kKind == FoldKind::kSum) {
+      status = VariadicFold<T>(
+          context, [](C a, C b) -> C { return a + b; }, keep);
+    } else {
+      status = VariadicFold<T>(
+          context, [](C a, C b) -> C { return a + b; },
+          [n](C a) -> C { return a / static_cast<C>(n); });
+    }
+  });
+  return handled ? status : UnsupportedType(context, context.in(0).dtype());
+}
+
+// ---- Mod, BitShift, PRelu ----
+
+template <typename C>
+C IntegerRemainder(C a, C b) {
+  if (b == 0) return C{0};  // undefined in ONNX; 0 instead of a crash
+  if constexpr (std::is_signed_v<C>) {
+    if (b == C{-1}) return C{0};  // avoids the overflow of lowest() % -1
+  }
+  return static_cast<C>(a % b);
+}
+
+absl::Status Mod(KernelContext& context) {
+  const bool fmod = context.attributes().Int("fmod", 0) != 0;
+  absl::Status status;
+  const bool handled =
+      Dispatch<AMPC_FLOAT_TYPES, AMPC_INT_TYPES>(context.in(0).dtype(), [&]<typename T>() {
+        using C = typename Compute<T>::type;
+        status = BinaryMap<T, T>(context, context.in(0), context.in(1), [fmod](C a, C b) -> C {
+          C r;
+          if constexpr (std::is_floating_point_v<C>) {
+            r = std::fmod(a, b);
+          } else {
+            r = IntegerRemainder(a, b);
+          }
+          // fmod=0: the remainder takes the divisor's sign (Python, numpy.mod).
+          if constexpr (std::is_signed_v<C> || std::is_floating_point_v<C>) {
+            if (!fmod && r != C{0} && ((r < C{0}) != (b < C{0}))) r = static_cast<C>(r + b);
+          }
+          return r;
+        });
+      });
+  return handled ? status : UnsupportedType(context, context.in(0).dtype());
+}
+
+absl::Status BitShift(KernelContext& context) {
+  const std::string direction = context.attributes().String("direction", "");
+  if (direction != "LEFT" && direction != "RIGHT") {
+    return NodeError(context, absl::StrCat("attribute 'direction' must be LEFT or RIGHT, got '",
+                                           direction, "'"));
+  }
+  const bool left = direction == "LEFT";
+  absl::Status status;
+  const bool handled = Dispatch<DType::kUint8, DType::kUint16, DType::kUint32, DType::kUint64>(
+      context.in(0).dtype(), [&]<typename T>() {
+        status = BinaryMap<T, T>(context, context.in(0), context.in(1), [left](T a, T b) -> T {
+          if (b >= sizeof(T) * 8) return T{0};  // every bit shifted out
+          return static_cast<T>(left ? a << b : a >> b);
+        });
+      });
+  return handled ? status : UnsupportedType(context, context.in(0).dtype());
+}
+
+absl::Status PRelu(KernelContext& context) {
+  const Tensor &x = context.in(0), &slope = context.in(1);
+  std::optional<Shape> shape = BroadcastShapes(x.shape(), slope.shape());
+  if (!shape.has_value() || *shape != x.shape()) {
+    return NodeError(context, absl::StrCat("slope ", ShapeString(slope.shape()),
+                                           " does not broadcast to X ", ShapeString(x.shape())));
+  }
+  absl::Status status;
+  const bool handled =
+      Dispatch<AMPC_FLOAT_TYPES, DType::kInt32, DType::kInt64, DType::kUint32, DType::kUint64>(
+          x.dtype(), [&]<typename T>() {
+            using C = typename Compute<T>::type;
+            status = BinaryMap<T, T>(context, x, slope, [](C a, C s) -> C {
+              if constexpr (std::is_unsigned_v<C>) {
+                return a;  // never negative
+              } else {
+                return a < C{0} ? static_cast<C>(a * s) : a;
+              }
+            });
+          });
+  return handled ? status : UnsupportedType(context, x.dtype());
+}
+
+// ---- Shrink, Mish ----
+
+absl::Status Shrink(KernelContext& context) {
+  const float lambd = context.attributes().Float("lambd", 0.5f);
+  const float bias = context.attributes().Float("bias", 0.0f);
+  absl::Status status;
+  const bool handled =
+      Dispatch<AMPC_FLOAT_TYPES, AMPC_INT_TYPES>(context.in(0).dtype(), [&]<typename T>() {
+        using C = typename Compute<T>::type;
+        // Integers compare and add in double, then convert back.
+        using W = std::conditional_t<std::is_floating_point_v<C>, C, double>;
+        const W l = static_cast<W>(lambd), b = static_cast<W>(bias);
+        status = UnaryMap<T, T>(context, context.in(0), [l, b](C c) -> C {
+          const W x = static_cast<W>(c);
+          return static_cast<C>(x < -l ? x + b : (x > l ? x - b : W{0}));
+        });
+      });
+  return handled ? status : UnsupportedType(context, context.in(0).dtype());
+}
+
+absl::Status Mish(KernelContext& context) {
+  absl::Status status;
+  const bool handled = Dispatch<AMPC_FLOAT_TYPES>(context.in(0).dtype(), [&]<typename T>() {
+    using C = typename Compute<T>::type;
+    status = UnaryMap<T, T>(context, context.in(0), [](C x) -> C {
+      const C softplus = std::log1p(std::exp(-std::abs(x))) + std::max(x, C{0});
+      return x * std::tanh(softplus);
+    });
+  });
+  return handled ? status : UnsupportedType(context, context.in(0).dtype());
+}
+
+// ---- Det: LU with partial pivoting per matrix, in float (double for FP64) ----
+
+template <typename C>
+C Determinant(std::vector<C>& a, int64_t n) {
+  C det = C{1};
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t pivot = k;
+    for (int64_t r = k + 1; r < n; ++r) {
+      if (std::abs(a[r * n + k]) > std::abs(a[pivot * n + k])) pivot = r;
+    }
+    if (a[pivot * n + k] == C{0}) return C{0};
+    if (pivot != k) {
+      for (int64_t c = 0; c < n; ++c) std::swap(a[k * n + c], a[pivot * n + c]);
+      det = -det;
+    }
+    const C p = a[k * n + k];
+    det *= p;
+    for (int64_t r = k + 1; r < n; ++r) {
+      const C f = a[r * n + k] / p;
+      for (int64_t c = k + 1; c < n; ++c) a[r * n + c] -= f * a[k * n + c];
+    }
+  }
+  return det;
+}
+
+absl::Status Det(KernelContext& context) {
+  const Tensor& x = context.in(0);
+  if (x.rank() < 2 || x.dim(x.rank() - 1) != x.dim(x.rank() - 2)) {
+    return NodeError(context,
+                     absl::StrCat("input must be [*, M, M], got ", ShapeString(x.shape())));
+  }
+  const int64_t n = x.dim(x.rank() - 1);
+  Shape shape(x.shape().begin(), x.shape().end() - 2);
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, shape));
+  const bool handled = Dispatch<AMPC_FLOAT_TYPES>(x.dtype(), [&]<typename T>() {
+    using C = typename Compute<T>::type;
+    const T* in = x.data<T>();
+    T* y = out->data<T>();
+    CpuOf(context.backend()).pool().ParallelFor(out->size(), 1, [&](int64_t begin, int64_t end) {
+      std::vector<C> a(static_cast<size_t>(n * n));
+      for (int64_t b = begin; b < end; ++b) {
+        for (int64_t i = 0; i < n * n; ++i) a[i] = Compute<T>::Load(in[b * n * n + i]);
+        y[b] = Compute<T>::Store(Determinant(a, n));
+      }
+    });
+  });
+  return handled ? absl::OkStatus() : UnsupportedType(context, x.dtype());
+}
+
+}  // namespace
+
+void RegisterMathKernels(KernelRegistry& r) {
+  const std::vector<DType> all = {AMPC_ALL_TYPES};
+  const std::vector<DType> numeric = {AMPC_FLOAT_TYPES, AMPC_INT_TYPES};
+  const std::vector<DType> floats = {AMPC_FLOAT_TYPES};
+  r.Register(KernelDef{"", "Cast", "cpu", {{0, all}}, CastKernel::Create});
+  r.Register("cpu", "", "CastLike", {{0, all}, {1, all}}, CastLike);
+  r.Register("cpu", "", "Where", {{0, {DType::kBool}}, {1, all}, {2, all}}, Where);
+  r.Register("cpu", "Clip", numeric, Clip);
+  r.Register("cpu", "Max", numeric, Variadic<FoldKind::kMax, AMPC_FLOAT_TYPES, AMPC_INT_TYPES>);
+  r.Register("cpu", "Min", numeric, Variadic<FoldKind::kMin, AMPC_FLOAT_TYPES, AMPC_INT_TYPES>);
+  r.Register("cpu", "Sum", numeric, Variadic<FoldKind::kSum, AMPC_FLOAT_TYPES, AMPC_INT_TYPES>);
+  r.Register("cpu", "Mean", floats, Variadic<FoldKind::kMean, AMPC_FLOAT_TYPES>);
+  r.Register("cpu", "Mod", numeric, Mod);
+  r.Register("cpu", "BitShift", {DType::kUint8, DType::kUint16, DType::kUint32, DType::kUint64},
+             BitShift);
+  r.Register("cpu", "PRelu",
+             {AMPC_FLOAT_TYPES, DType::kInt32, DType::kInt64, DType::kUint32, DType::kUint64},
+             PRelu);
+  r.Register("cpu", "Shrink", numeric, Shrink);
+  r.Register("cpu", "Mish", floats, Mish);
+  r.Register("cpu", "Det", floats, Det);
+}
 
 }  // namespace ampc

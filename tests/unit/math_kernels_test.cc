@@ -1,0 +1,315 @@
+// Math kernels run through a Session: Cast rounding, Where/Clip/variadic broadcasting, Mod signs,
+// BitShift, PRelu, Shrink, Mish, Det. Expected values are worked out by hand in the comments.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/cpu_backend.h"
+#include "runtime/session.h"
+#include "tests/support/model_text.h"
+
+namespace ampc {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::FloatNear;
+using ::testing::HasSubstr;
+
+template <typename T>
+Tensor Make(DType dtype, Shape shape, const std::vector<T>& values) {
+  Tensor t = Tensor::Host(dtype, std::move(shape));
+  for (size_t i = 0; i < values.size(); ++i) t.data<T>()[i] = values[i];
+  return t;
+}
+
+Tensor Halves(Shape shape, const std::vector<float>& values) {
+  Tensor t = Tensor::Host(DType::kFloat16, std::move(shape));
+  for (size_t i = 0; i < values.size(); ++i) t.data<Half>()[i] = Half{FloatToHalf(values[i])};
+  return t;
+}
+
+template <typename T>
+std::vector<T> Values(const Tensor& t) {
+  return std::vector<T>(t.data<T>(), t.data<T>() + t.size());
+}
+
+std::vector<uint16_t> Bits(const Tensor& t) {
+  std::vector<uint16_t> bits;
+  for (int64_t i = 0; i < t.size(); ++i) bits.push_back(static_cast<const uint16_t*>(t.raw())[i]);
+  return bits;
+}
+
+class MathKernelsTest : public ::testing::Test {
+ protected:
+  // Builds a session from ONNX text and runs it once; fails the test on any error.
+  std::vector<Tensor> Run(const std::string& text, std::vector<Tensor> inputs) {
+    auto session = Session::Create(testing::ParseModelText(text), DefaultRegistry(), backend_);
+    EXPECT_TRUE(session.ok()) << session.status();
+    if (!session.ok()) return {};
+    auto outputs = (*session)->Run(inputs);
+    EXPECT_TRUE(outputs.ok()) << outputs.status();
+    if (!outputs.ok()) return {};
+    sessions_.push_back(*std::move(session));
+    return *std::move(outputs);
+  }
+  CpuBackend backend_{2};
+  std::vector<std::unique_ptr<Session>> sessions_;
+};
+
+TEST_F(MathKernelsTest, CastFloatToHalfRoundsTiesToEvenAndOverflowsToInfinity) {
+  auto out = Run(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[9] x) => (float16[9] y) { y = Cast<to = 10>(x) }
+)",
+                 {Make<float>(DType::kFloat, {9},
+                              {
+                                  1.0f + 0x1p-11f,      // tie between 1 and 1+2^-10: even is 1
+                                  1.0f + 3 * 0x1p-11f,  // tie: even is 1+2^-9 (mantissa 2)
+                                  65504.0f,             // largest half
+                                  65519.0f,             // below the 65520 midpoint: 65504
+                                  65520.0f,             // tie to even rounds up to 2^16: inf
+                                  -1e6f,                // -inf
+                                  0x1p-25f,             // half the smallest subnormal: tie to 0
+                                  3 * 0x1p-25f,         // tie between 2^-24 and 2^-23: 2^-23
+                                  std::nanf(""),
+                              })});
+  ASSERT_EQ(out.size(), 1u);
+  const std::vector<uint16_t> bits = Bits(out[0]);
+  EXPECT_THAT(std::vector<uint16_t>(bits.begin(), bits.end() - 1),
+              ElementsAre(0x3c00, 0x3c02, 0x7bff, 0x7bff, 0x7c00, 0xfc00, 0x0000, 0x0002));
+  EXPECT_EQ(bits.back() & 0x7c00, 0x7c00);
+  EXPECT_NE(bits.back() & 0x03ff, 0);  // still a NaN
+}
+
+TEST_F(MathKernelsTest, CastDoubleToHalfAndBFloat16RoundsOnlyOnce) {
+  // 1 + 2^-11 + 2^-40 is just above the FP16 tie 1 + 2^-11, so it rounds up to 1 + 2^-10 (0x3c01).
+  // Going through float first would drop the 2^-40 and round the tie to even (0x3c00). Likewise
+  // 1 + 2^-8 + 2^-40 in BF16 rounds up to 1 + 2^-7 (0x3f81), not to 1 (0x3f80).
+  auto out =
+      Run(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (double[2] x) => (float16[2] h, bfloat16[2] b) {
+  h = Cast<to = 10>(x)
+  b = Cast<to = 16>(x)
+}
+)",
+          {Make<double>(DType::kDouble, {2}, {1.0 + 0x1p-11 + 0x1p-40, 1.0 + 0x1p-8 + 0x1p-40})});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(Bits(out[0])[0], 0x3c01);
+  EXPECT_EQ(Bits(out[1])[1], 0x3f81);
+}
+
+TEST_F(MathKernelsTest, CastIntegersToHalfRoundTiesToEven) {
+  // Above 2048 FP16 steps by 2: 2049 is a tie (-> 2048), 2051 too (-> 2052).
+  auto out = Run(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (int32[3] x) => (float16[3] y) { y = Cast<to = 10>(x) }
+)",
+                 {Make<int32_t>(DType::kInt32, {3}, {2049, 2051, -2051})});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(Bits(out[0]),
+              ElementsAre(FloatToHalf(2048.0f), FloatToHalf(2052.0f), FloatToHalf(-2052.0f)));
+}
+
+TEST_F(MathKernelsTest, CastFloatToIntTruncatesAndToBoolTestsNonzero) {
+  auto out = Run(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[5] x) => (int32[5] i, bool[5] b, uint8[5] u) {
+  i = Cast<to = 6>(x)
+  b = Cast<to = 9>(x)
+  u = Cast<to = 2>(x)
+}
+)",
+                 {Make<float>(DType::kFloat, {5}, {-2.7f, 2.7f, -0.5f, 0.0f, std::nanf("")})});
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_THAT(Values<int32_t>(out[0]), ElementsAre(-2, 2, 0, 0, 0));
+  EXPECT_THAT(Values<bool>(out[1]), ElementsAre(true, true, true, false, true));
+  EXPECT_THAT(Values<uint8_t>(out[2]), ElementsAre(254, 2, 0, 0, 0));  // -2 wraps to 254
+}
+
+TEST_F(MathKernelsTest, CastLikeTakesTheSecondInputsType) {
+  auto out = Run(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[3] x, int64[1] like) => (int64[3] y) { y = CastLike(x, like) }
+)",
+                 {Make<float>(DType::kFloat, {3}, {1.9f, -1.9f, 300.0f}),
+                  Make<int64_t>(DType::kInt64, {1}, {0})});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(Values<int64_t>(out[0]), ElementsAre(1, -1, 300));
+}
+
+TEST_F(MathKernelsTest, CastToStringFailsAtSessionCreation) {
+  auto session = Session::Create(testing::ParseModelText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[3] x) => (string[3] y) { y = Cast<to = 8>(x) }
+)"),
+                                 DefaultRegistry(), backend_);
+  ASSERT_FALSE(session.ok());
+  EXPECT_THAT(session.status().message(), HasSubstr("string"));
+}
+
+TEST_F(MathKernelsTest, WhereBroadcastsAllThreeInputs) {
+  // cond [2,1], x [3], y [] -> [2,3]: row 0 takes x, row 1 takes y.
+  auto out =
+      Run(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (bool[2,1] c, float[3] x, float y) => (float[2,3] z) { z = Where(c, x, y) }
+)",
+          {Make<bool>(DType::kBool, {2, 1}, {true, false}),
+           Make<float>(DType::kFloat, {3}, {1, 2, 3}), Make<float>(DType::kFloat, {}, {-1})});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].shape(), (Shape{2, 3}));
+  EXPECT_THAT(Values<float>(out[0]), ElementsAre(1, 2, 3, -1, -1, -1));
+}
+
+TEST_F(MathKernelsTest, ClipReadsAttributesBeforeOpset11AndInputsAfter) {
+  auto old = Run(R"(
+<ir_version: 7, opset_import: ["" : 10]>
+g (float[4] x) => (float[4] y) { y = Clip<min = -1.0, max = 2.0>(x) }
+)",
+                 {Make<float>(DType::kFloat, {4}, {-5, 0.5f, 3, 2})});
+  ASSERT_EQ(old.size(), 1u);
+  EXPECT_THAT(Values<float>(old[0]), ElementsAre(-1, 0.5f, 2, 2));
+  // Only min given (max omitted): nothing is capped above.
+  auto now = Run(
+      R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (int32[4] x, int32 lo) => (int32[4] y) { y = Clip(x, lo) }
+)",
+      {Make<int32_t>(DType::kInt32, {4}, {-5, 0, 300, 7}), Make<int32_t>(DType::kInt32, {}, {0})});
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_THAT(Values<int32_t>(now[0]), ElementsAre(0, 0, 300, 7));
+}
+
+TEST_F(MathKernelsTest, SumAndMeanOfFp16AccumulateInFloat) {
+  // Sum: 2048 + 1 + 1 = 2050 exactly; an FP16 accumulator gives 2048 + 1 -> 2048 (tie to even)
+  // twice. Mean: (65504 + 65504) / 2 = 65504; an FP16 accumulator overflows to inf.
+  auto out = Run(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float16[2] a, float16[2] b, float16[2] c) => (float16[2] s, float16[2] m) {
+  s = Sum(a, b, c)
+  m = Mean(a, b)
+}
+)",
+                 {Halves({2}, {2048, 65504}), Halves({2}, {1, 65504}), Halves({2}, {1, 0})});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(HalfToFloat(Bits(out[0])[0]), 2050.0f);
+  EXPECT_EQ(HalfToFloat(Bits(out[1])[1]), 65504.0f);
+}
+
+TEST_F(MathKernelsTest, MaxMinSumBroadcastAcrossManyInputs) {
+  auto out =
+      Run(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (int64[2,1] a, int64[3] b, int64 c) => (int64[2,3] mx, int64[2,3] mn, int64[2,3] s) {
+  mx = Max(a, b, c)
+  mn = Min(a, b, c)
+  s = Sum(a, b, c)
+}
+)",
+          {Make<int64_t>(DType::kInt64, {2, 1}, {0, 10}),
+           Make<int64_t>(DType::kInt64, {3}, {-1, 5, 20}), Make<int64_t>(DType::kInt64, {}, {3})});
+  ASSERT_EQ(out.size(), 3u);
+  // Row r, column j: a[r], b[j], c.
+  EXPECT_THAT(Values<int64_t>(out[0]), ElementsAre(3, 5, 20, 10, 10, 20));
+  EXPECT_THAT(Values<int64_t>(out[1]), ElementsAre(-1, 0, 0, -1, 3, 3));
+  EXPECT_THAT(Values<int64_t>(out[2]), ElementsAre(2, 8, 23, 12, 18, 33));
+}
+
+TEST_F(MathKernelsTest, IntegerModFollowsTheDivisorsSignUnlessFmod) {
+  const std::string model = R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (int32[5] a, int32[5] b) => (int32[5] m, int32[5] f) {
+  m = Mod(a, b)
+  f = Mod<fmod = 1>(a, b)
+}
+)";
+  auto out = Run(model, {Make<int32_t>(DType::kInt32, {5}, {-7, 7, -7, 7, 0}),
+                         Make<int32_t>(DType::kInt32, {5}, {3, -3, -3, 3, 5})});
+  ASSERT_EQ(out.size(), 2u);
+  // Python: -7 % 3 = 2, 7 % -3 = -2, -7 % -3 = -1, 7 % 3 = 1. C fmod keeps the dividend's sign.
+  EXPECT_THAT(Values<int32_t>(out[0]), ElementsAre(2, -2, -1, 1, 0));
+  EXPECT_THAT(Values<int32_t>(out[1]), ElementsAre(-1, 1, -1, 1, 0));
+}
+
+TEST_F(MathKernelsTest, FloatFmodKeepsTheDividendsSign) {
+  auto out = Run(
+      R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2] a, float[2] b) => (float[2] f) { f = Mod<fmod = 1>(a, b) }
+)",
+      {Make<float>(DType::kFloat, {2}, {-7.5f, 7.5f}), Make<float>(DType::kFloat, {2}, {2, -2})});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(Values<float>(out[0]), ElementsAre(-1.5f, 1.5f));
+}
+
+TEST_F(MathKernelsTest, BitShiftLeftAndRight) {
+  auto out = Run(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (uint8[3] x, uint8[3] s) => (uint8[3] l, uint8[3] r) {
+  l = BitShift<direction = "LEFT">(x, s)
+  r = BitShift<direction = "RIGHT">(x, s)
+}
+)",
+                 {Make<uint8_t>(DType::kUint8, {3}, {16, 4, 1}),
+                  Make<uint8_t>(DType::kUint8, {3}, {1, 2, 3})});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_THAT(Values<uint8_t>(out[0]), ElementsAre(32, 16, 8));
+  EXPECT_THAT(Values<uint8_t>(out[1]), ElementsAre(8, 1, 0));
+}
+
+TEST_F(MathKernelsTest, PReluBroadcastsSlopeOverX) {
+  auto out = Run(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,3] x, float[3] slope) => (float[2,3] y) { y = PRelu(x, slope) }
+)",
+                 {Make<float>(DType::kFloat, {2, 3}, {-1, -2, 3, 4, -5, -6}),
+                  Make<float>(DType::kFloat, {3}, {0.5f, 2, 10})});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(Values<float>(out[0]), ElementsAre(-0.5f, -4, 3, 4, -10, -60));
+}
+
+TEST_F(MathKernelsTest, ShrinkAndMish) {
+  auto out = Run(R"(
+<ir_version: 8, opset_import: ["" : 18]>
+g (float[5] x) => (float[5] s, float[5] m) {
+  s = Shrink<lambd = 1.5, bias = 0.5>(x)
+  m = Mish(x)
+}
+)",
+                 {Make<float>(DType::kFloat, {5}, {-2, -1, 0, 1.5f, 3})});
+  ASSERT_EQ(out.size(), 2u);
+  // x < -1.5: x + 0.5; x > 1.5: x - 0.5; else 0.
+  EXPECT_THAT(Values<float>(out[0]), ElementsAre(-1.5f, 0, 0, 0, 2.5f));
+  const std::vector<double> x = {-2, -1, 0, 1.5, 3};
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = x[i] * std::tanh(std::log(1 + std::exp(x[i])));  // definition of Mish
+    EXPECT_NEAR(out[1].data<float>()[i], want, 1e-6) << "x = " << x[i];
+  }
+}
+
+TEST_F(MathKernelsTest, DetOfABatchOfMatrices) {
+  auto out = Run(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,2,2] a, double[3,3] b) => (float[2] da, double db) {
+  da = Det(a)
+  db = Det(b)
+}
+)",
+                 {Make<float>(DType::kFloat, {2, 2, 2}, {1, 2, 3, 4, 0, 2, 3, 0}),
+                  Make<double>(DType::kDouble, {3, 3}, {6, 1, 1, 4, -2, 5, 2, 8, 7})});
+  ASSERT_EQ(out.size(), 2u);
+  // 1*4 - 2*3 = -2; 0*0 - 2*3 = -6 (needs a row swap);
+  // 6(-14-40) - 1(28-10) + 1(32+4) = -324 - 18 + 36 = -306.
+  EXPECT_THAT(Values<float>(out[0]), ElementsAre(FloatNear(-2, 1e-6), FloatNear(-6, 1e-6)));
+  EXPECT_NEAR(out[1].data<double>()[0], -306.0, 1e-9);
+}
+
+}  // namespace
+}  // namespace ampc
