@@ -1,7 +1,398 @@
+// Tensor family: views (Identity, Reshape, Flatten, Squeeze, Unsqueeze), shape queries and
+// constants here; layout and indexing kernels in tensor_layout/tensor_index_kernels.cc.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/tensor_ops.h"
+#include "runtime/cpu_backend.h"
+#include "runtime/status_macros.h"
+#include "runtime/tensor_proto.h"
 
 namespace ampc {
+namespace tensor_ops {
 
-void RegisterTensorKernels(KernelRegistry& registry) {}
+absl::StatusOr<std::vector<int64_t>> ReadInts(const KernelContext& context, const Tensor& tensor,
+                                              absl::string_view what) {
+  if (tensor.dtype() == DType::kInt64) {
+    return std::vector<int64_t>(tensor.data<int64_t>(), tensor.data<int64_t>() + tensor.size());
+  }
+  if (tensor.dtype() == DType::kInt32) {
+    return std::vector<int64_t>(tensor.data<int32_t>(), tensor.data<int32_t>() + tensor.size());
+  }
+  return NodeError(context,
+                   absl::StrCat(what, " must be int32 or int64, not ", DTypeName(tensor.dtype())));
+}
+
+absl::StatusOr<int> NormalizeAxis(const KernelContext& context, int64_t axis, int rank,
+                                  absl::string_view what) {
+  if (axis < -rank || axis >= rank) {
+    return NodeError(context, absl::StrCat(what, " ", axis, " is out of range for rank ", rank));
+  }
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+std::vector<int64_t> Strides(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) {
+    strides[d] = strides[d + 1] * shape[d + 1];
+  }
+  return strides;
+}
+
+void MappedCopy(KernelContext& context, const void* in, void* out, const Shape& shape,
+                const std::vector<std::vector<int64_t>>& maps, size_t element_size,
+                const void* fill) {
+  const int rank = static_cast<int>(shape.size());
+  const char* src = static_cast<const char*>(in);
+  char* dst = static_cast<char*>(out);
+  const char* fill_bytes = static_cast<const char*>(fill);
+  if (ElementCount(shape) == 0) return;
+  if (rank == 0) {
+    CopyElement(dst, src, element_size);
+    return;
+  }
+  const int64_t inner = shape[rank - 1];
+  const std::vector<int64_t>& last = maps[rank - 1];
+  bool contiguous = true;
+  for (int64_t j = 0; j < inner && contiguous; ++j) contiguous = last[j] == last[0] + j;
+  const int64_t rows = ElementCount(shape) / inner;
+  const size_t es = element_size;
+  CpuOf(context.backend())
+      .pool()
+      .ParallelFor(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)),
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t row = begin; row < end; ++row) {
+                       int64_t base = 0, rest = row;
+                       for (int d = rank - 2; d >= 0; --d) {
+                         base += maps[d][rest % shape[d]];
+                         rest /= shape[d];
+                       }
+                       char* y = dst + row * inner * es;
+                       if (contiguous && base >= 0 && base + last[0] >= 0) {
+                         std::memcpy(y, src + (base + last[0]) * es, inner * es);
+                         continue;
+                       }
+                       for (int64_t j = 0; j < inner; ++j) {
+                         const int64_t offset = base + last[j];
+                         CopyElement(y + j * es, offset < 0 ? fill_bytes : src + offset * es, es);
+                       }
+                     }
+                   });
+}
+
+}  // namespace tensor_ops
+
+namespace {
+
+using tensor_ops::NormalizeAxis;
+using tensor_ops::ReadInts;
+
+absl::Status Identity(KernelContext& context) {
+  context.SetOutput(0, context.in(0));
+  return absl::OkStatus();
+}
+
+absl::Status Reshape(KernelContext& context) {
+  const Tensor& data = context.in(0);
+  Shape shape;
+  if (context.info().opset < 5) {
+    shape = context.attributes().Ints("shape");
+  } else {
+    AMPC_ASSIGN_OR_RETURN(shape, ReadInts(context, context.in(1), "shape"));
+  }
+  const bool allow_zero = context.attributes().Int("allowzero", 0) != 0;
+  int inferred = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0 && !allow_zero) {
+      if (i >= data.shape().size()) {
+        return NodeError(context, absl::StrCat("shape ", ShapeString(shape), " copies dim ", i,
+                                               " of a rank-", data.rank(), " input"));
+      }
+      shape[i] = data.dim(static_cast<int>(i));
+    }
+    if (shape[i] == -1) {
+      if (inferred >= 0) {
+        return NodeError(context, absl::StrCat("shape ", ShapeString(shape), " has two -1 dims"));
+      }
+      inferred = static_cast<int>(i);
+    } else if (shape[i] < 0) {
+      return NodeError(context, absl::StrCat("shape ", ShapeString(shape), " has dim ", shape[i]));
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (inferred >= 0) {
+    if (known == 0 || data.size() % known != 0) {
+      return NodeError(context, absl::StrCat("cannot reshape ", ShapeString(data.shape()), " to ",
+                                             ShapeString(shape)));
+    }
+    shape[inferred] = data.size() / known;
+  } else if (known != data.size()) {
+    return NodeError(context, absl::StrCat("cannot reshape ", ShapeString(data.shape()), " (",
+                                           data.size(), " elements) to ", ShapeString(shape)));
+  }
+  context.SetOutput(0, data.Reshaped(std::move(shape)));
+  return absl::OkStatus();
+}
+
+absl::Status Flatten(KernelContext& context) {
+  const Tensor& data = context.in(0);
+  const int64_t axis = context.attributes().Int("axis", 1);
+  if (axis < -data.rank() || axis > data.rank()) {
+    return NodeError(context,
+                     absl::StrCat("axis ", axis, " is out of range for rank ", data.rank()));
+  }
+  const int a = static_cast<int>(axis < 0 ? axis + data.rank() : axis);
+  int64_t outer = 1;
+  for (int d = 0; d < a; ++d) outer *= data.dim(d);
+  const int64_t inner = ElementCount(std::span(data.shape()).subspan(a));
+  context.SetOutput(0, data.Reshaped({outer, inner}));
+  return absl::OkStatus();
+}
+
+// Squeeze/Unsqueeze axes: an attribute before opset 13, the second input from 13.
+absl::StatusOr<std::vector<int64_t>> AxesOf(KernelContext& context) {
+  if (context.info().opset < 13) return context.attributes().Ints("axes");
+  if (context.input(1) == nullptr) return std::vector<int64_t>{};
+  return ReadInts(context, context.in(1), "axes");
+}
+
+absl::Status Squeeze(KernelContext& context) {
+  const Tensor& data = context.in(0);
+  AMPC_ASSIGN_OR_RETURN(std::vector<int64_t> axes, AxesOf(context));
+  std::vector<bool> drop(data.rank(), axes.empty());
+  for (int64_t axis : axes) {
+    AMPC_ASSIGN_OR_RETURN(int a, NormalizeAxis(context, axis, data.rank()));
+    if (data.dim(a) != 1) {
+      return NodeError(context, absl::StrCat("cannot squeeze axis ", axis, " of size ", data.dim(a),
+                                             " in ", ShapeString(data.shape())));
+    }
+    drop[a] = true;
+  }
+  Shape shape;
+  for (int d = 0; d < data.rank(); ++d) {
+    if (!drop[d] || data.dim(d) != 1) shape.push_back(data.dim(d));
+  }
+  context.SetOutput(0, data.Reshaped(std::move(shape)));
+  return absl::OkStatus();
+}
+
+absl::Status Unsqueeze(KernelContext& context) {
+  const Tensor& data = context.in(0);
+  AMPC_ASSIGN_OR_RETURN(std::vector<int64_t> axes, AxesOf(context));
+  const int rank = data.rank() + static_cast<int>(axes.size());
+  std::vector<bool> inserted(rank, false);
+  for (int64_t axis : axes) {
+    AMPC_ASSIGN_OR_RETURN(int a, NormalizeAxis(context, axis, rank));
+    if (inserted[a]) return NodeError(context, absl::StrCat("axis ", axis, " is repeated"));
+    inserted[a] = true;
+  }
+  Shape shape;
+  int next = 0;
+  for (int d = 0; d < rank; ++d) shape.push_back(inserted[d] ? 1 : data.dim(next++));
+  context.SetOutput(0, data.Reshaped(std::move(shape)));
+  return absl::OkStatus();
+}
+
+absl::Status ShapeOp(KernelContext& context) {
+  const Shape& shape = context.in(0).shape();
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  int64_t start = context.attributes().Int("start", 0);
+  int64_t end = context.attributes().Int("end", rank);
+  if (start < 0) start += rank;
+  if (end < 0) end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, 0, rank);
+  const int64_t n = std::max<int64_t>(0, end - start);
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, {n}, DType::kInt64));
+  for (int64_t i = 0; i < n; ++i) out->data<int64_t>()[i] = shape[start + i];
+  return absl::OkStatus();
+}
+
+absl::Status Size(KernelContext& context) {
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, {}, DType::kInt64));
+  out->data<int64_t>()[0] = context.in(0).size();
+  return absl::OkStatus();
+}
+
+// Constant: the value is parsed once, at session creation.
+class ConstantKernel final : public OpKernel {
+ public:
+  explicit ConstantKernel(Tensor value) : value_(std::move(value)) {}
+  absl::Status Compute(KernelContext& context) override {
+    AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, value_.shape(), value_.dtype()));
+    std::memcpy(out->raw(), value_.raw(), value_.bytes());
+    return absl::OkStatus();
+  }
+
+ private:
+  Tensor value_;
+};
+
+absl::StatusOr<Tensor> ConstantValue(const KernelInfo& info) {
+  const Attributes attributes = info.attributes();
+  if (const onnx::AttributeProto* value = attributes.Find("value")) {
+    return TensorFromProto(value->t());
+  }
+  if (attributes.Has("value_float")) {
+    Tensor t = Tensor::Host(DType::kFloat, {});
+    t.data<float>()[0] = attributes.Float("value_float", 0);
+    return t;
+  }
+  if (attributes.Has("value_int")) {
+    Tensor t = Tensor::Host(DType::kInt64, {});
+    t.data<int64_t>()[0] = attributes.Int("value_int", 0);
+    return t;
+  }
+  if (attributes.Has("value_floats")) {
+    const std::vector<float> values = attributes.Floats("value_floats");
+    Tensor t = Tensor::Host(DType::kFloat, {static_cast<int64_t>(values.size())});
+    std::copy(values.begin(), values.end(), t.data<float>());
+    return t;
+  }
+  if (attributes.Has("value_ints")) {
+    const std::vector<int64_t> values = attributes.Ints("value_ints");
+    Tensor t = Tensor::Host(DType::kInt64, {static_cast<int64_t>(values.size())});
+    std::copy(values.begin(), values.end(), t.data<int64_t>());
+    return t;
+  }
+  return absl::UnimplementedError(
+      "Constant needs one of value, value_float(s), value_int(s) (strings and sparse tensors "
+      "are not supported)");
+}
+
+absl::StatusOr<std::unique_ptr<OpKernel>> CreateConstant(const KernelInfo& info) {
+  AMPC_ASSIGN_OR_RETURN(Tensor value, ConstantValue(info));
+  return std::make_unique<ConstantKernel>(std::move(value));
+}
+
+absl::Status ConstantOfShape(KernelContext& context) {
+  AMPC_ASSIGN_OR_RETURN(Shape shape, ReadInts(context, context.in(0), "shape"));
+  for (int64_t d : shape) {
+    if (d < 0)
+      return NodeError(context, absl::StrCat("shape ", ShapeString(shape), " is negative"));
+  }
+  Tensor value = Tensor::Host(DType::kFloat, {1});  // default: float 0
+  if (const onnx::AttributeProto* attribute = context.attributes().Find("value")) {
+    absl::StatusOr<Tensor> parsed = TensorFromProto(attribute->t());
+    if (!parsed.ok()) return NodeError(context, parsed.status().message());
+    if (parsed->size() != 1) return NodeError(context, "value must hold one element");
+    value = *std::move(parsed);
+  }
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, std::move(shape), value.dtype()));
+  const size_t es = DTypeSize(value.dtype());
+  char* y = static_cast<char*>(out->raw());
+  for (int64_t i = 0; i < out->size(); ++i) {
+    tensor_ops::CopyElement(y + i * es, static_cast<const char*>(value.raw()), es);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Range(KernelContext& context) {
+  for (int i = 0; i < 3; ++i) {
+    if (context.in(i).size() != 1) {
+      return NodeError(context, absl::StrCat("input ", i, " must be a scalar, it has shape ",
+                                             ShapeString(context.in(i).shape())));
+    }
+  }
+  absl::Status status;
+  Dispatch<DType::kFloat, DType::kDouble, DType::kInt16, DType::kInt32, DType::kInt64>(
+      context.in(0).dtype(), [&]<typename T>() {
+        const T start = context.in(0).data<T>()[0];
+        const T limit = context.in(1).data<T>()[0];
+        const T delta = context.in(2).data<T>()[0];
+        if (delta == T{0}) {
+          status = NodeError(context, "delta is 0");
+          return;
+        }
+        const double count = std::ceil((static_cast<double>(limit) - static_cast<double>(start)) /
+                                       static_cast<double>(delta));
+        const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
+        absl::StatusOr<Tensor*> out = context.Output(0, {n}, context.in(0).dtype());
+        if (!out.ok()) {
+          status = out.status();
+          return;
+        }
+        T* y = (*out)->data<T>();
+        for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+      });
+  return status;
+}
+
+absl::Status EyeLike(KernelContext& context) {
+  const Tensor& input = context.in(0);
+  if (input.rank() != 2) {
+    return NodeError(context,
+                     absl::StrCat("input must be 2-D, it has shape ", ShapeString(input.shape())));
+  }
+  DType dtype = input.dtype();
+  if (context.attributes().Has("dtype")) {
+    dtype = static_cast<DType>(context.attributes().Int("dtype", 0));
+  }
+  const int64_t k = context.attributes().Int("k", 0);
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, input.shape(), dtype));
+  std::memset(out->raw(), 0, out->bytes());
+  const bool handled = Dispatch<AMPC_ALL_TYPES>(dtype, [&]<typename T>() {
+    T* y = out->data<T>();
+    const int64_t rows = input.dim(0), cols = input.dim(1);
+    for (int64_t i = 0; i < rows; ++i) {
+      if (i + k >= 0 && i + k < cols) y[i * cols + i + k] = Compute<T>::Store(1);
+    }
+  });
+  if (!handled) return NodeError(context, absl::StrCat("dtype ", DTypeName(dtype), " unsupported"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void RegisterTensorKernels(KernelRegistry& r) {
+  const std::vector<DType> all = {AMPC_ALL_TYPES};
+  const std::vector<DType> ints = {DType::kInt32, DType::kInt64};
+  const std::vector<DType> int64 = {DType::kInt64};
+  auto reg = [&](const std::string& op, std::vector<TypeConstraint> constraints,
+                 KernelFunction function) {
+    r.Register("cpu", "", op, std::move(constraints), function);
+  };
+  reg("Identity", {{0, all}}, Identity);
+  reg("Reshape", {{0, all}, {1, int64}}, Reshape);
+  reg("Flatten", {{0, all}}, Flatten);
+  reg("Squeeze", {{0, all}, {1, int64}}, Squeeze);
+  reg("Unsqueeze", {{0, all}, {1, int64}}, Unsqueeze);
+  reg("Shape", {{0, all}}, ShapeOp);
+  reg("Size", {{0, all}}, Size);
+  r.Register(KernelDef{"", "Constant", "cpu", {}, CreateConstant});
+  reg("ConstantOfShape", {{0, int64}}, ConstantOfShape);
+  reg("Range", {{0, {DType::kFloat, DType::kDouble, DType::kInt16, DType::kInt32, DType::kInt64}}},
+      Range);
+  reg("EyeLike", {{0, all}}, EyeLike);
+
+  using namespace tensor_ops;
+  reg("Transpose", {{0, all}}, Transpose);
+  reg("Concat", {}, Concat);
+  reg("Split", {{0, all}, {1, int64}}, Split);
+  reg("Slice", {{0, all}, {1, ints}, {2, ints}, {3, ints}, {4, ints}}, Slice);
+  reg("Expand", {{0, all}, {1, int64}}, Expand);
+  reg("Tile", {{0, all}, {1, int64}}, Tile);
+  reg("Pad", {{0, all}, {1, int64}}, Pad);
+  reg("DepthToSpace", {{0, all}}, DepthToSpace);
+  reg("SpaceToDepth", {{0, all}}, SpaceToDepth);
+  reg("Trilu", {{0, all}, {1, int64}}, Trilu);
+  reg("ReverseSequence", {{0, all}, {1, int64}}, ReverseSequence);
+  reg("Gather", {{0, all}, {1, ints}}, Gather);
+  reg("GatherElements", {{0, all}, {1, ints}}, GatherElements);
+  reg("GatherND", {{0, all}, {1, int64}}, GatherND);
+  reg("Scatter", {{0, all}, {1, ints}}, ScatterElements);
+  reg("ScatterElements", {{0, all}, {1, ints}}, ScatterElements);
+  reg("ScatterND", {{0, all}, {1, int64}}, ScatterND);
+  reg("OneHot", {{0, {AMPC_FLOAT_TYPES, AMPC_INT_TYPES}}}, OneHot);
+  reg("NonZero", {{0, all}}, NonZero);
+  reg("Compress", {{0, all}, {1, {DType::kBool}}}, Compress);
+}
 
 }  // namespace ampc

@@ -1,0 +1,81 @@
+// The tensor family (shape and data movement): helpers its kernels share, and the kernel functions
+// of tensor_layout_kernels.cc and tensor_index_kernels.cc that RegisterTensorKernels registers.
+// Data is moved as bytes (element size from DTypeSize), so every element type works unchanged.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "runtime/kernel.h"
+
+namespace ampc::tensor_ops {
+
+// An int32 or int64 tensor's values as int64 (shapes, axes, pads, repeats, indices).
+absl::StatusOr<std::vector<int64_t>> ReadInts(const KernelContext& context, const Tensor& tensor,
+                                              absl::string_view what);
+
+// `axis` in [-rank, rank) as a non-negative axis, or an error naming `what`.
+absl::StatusOr<int> NormalizeAxis(const KernelContext& context, int64_t axis, int rank,
+                                  absl::string_view what = "axis");
+
+// Row-major strides in elements.
+std::vector<int64_t> Strides(const Shape& shape);
+
+// A map entry meaning "no input element here": the output element gets the fill value. Far enough
+// below zero that any sum with other entries stays negative.
+inline constexpr int64_t kOutside = -(int64_t{1} << 56);
+
+// Writes out (row-major over `shape`) from in: the output element with multi-index i reads input
+// element sum_d maps[d][i[d]], or `fill` (one element) when that sum is negative. Transpose,
+// Slice, Expand, Tile, Pad and DepthToSpace are all such maps. Parallel over rows.
+void MappedCopy(KernelContext& context, const void* in, void* out, const Shape& shape,
+                const std::vector<std::vector<int64_t>>& maps, size_t element_size,
+                const void* fill = nullptr);
+
+// Copies one element of `size` bytes (constant sizes so the compiler emits plain moves).
+inline void CopyElement(char* dst, const char* src, size_t size) {
+  switch (size) {
+    case 1:
+      std::memcpy(dst, src, 1);
+      break;
+    case 2:
+      std::memcpy(dst, src, 2);
+      break;
+    case 4:
+      std::memcpy(dst, src, 4);
+      break;
+    case 8:
+      std::memcpy(dst, src, 8);
+      break;
+    default:
+      std::memcpy(dst, src, size);
+  }
+}
+
+// tensor_layout_kernels.cc
+absl::Status Transpose(KernelContext& context);
+absl::Status Concat(KernelContext& context);
+absl::Status Split(KernelContext& context);
+absl::Status Slice(KernelContext& context);
+absl::Status Expand(KernelContext& context);
+absl::Status Tile(KernelContext& context);
+absl::Status Pad(KernelContext& context);
+absl::Status DepthToSpace(KernelContext& context);
+absl::Status SpaceToDepth(KernelContext& context);
+absl::Status Trilu(KernelContext& context);
+absl::Status ReverseSequence(KernelContext& context);
+
+// tensor_index_kernels.cc
+absl::Status Gather(KernelContext& context);
+absl::Status GatherElements(KernelContext& context);
+absl::Status GatherND(KernelContext& context);
+absl::Status ScatterElements(KernelContext& context);
+absl::Status ScatterND(KernelContext& context);
+absl::Status OneHot(KernelContext& context);
+absl::Status NonZero(KernelContext& context);
+absl::Status Compress(KernelContext& context);
+
+}  // namespace ampc::tensor_ops
