@@ -51,4 +51,17 @@ std::vector<std::string> DefaultPipeline() {
   return {"verify-input", "infer-types", "autocast", "insert-casts", "fold-casts", "verify"};
 }
 
+absl::Status CompileWithDefaults(onnx::ModelProto& model, const std::string& file,
+                                 const AutocastOptions& options) {
+  ModelContext context(model, file);
+  context.autocast = options;
+  for (const std::string& name : DefaultPipeline()) {
+    absl::StatusOr<std::unique_ptr<Pass>> pass = CreatePass(name);
+    if (!pass.ok()) return pass.status();
+    absl::StatusOr<bool> changed = (*pass)->Run(context);
+    if (!changed.ok()) return changed.status();
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace ampc

@@ -17,4 +17,9 @@ std::vector<std::string> PassNames();
 // What `ampc IN -o OUT` runs when --passes is not given.
 std::vector<std::string> DefaultPipeline();
 
+// Runs the default pipeline on `model` with `options` (what `ampc --dtype ... [--low-io]` does,
+// minus loading and saving); `file` names the model in errors.
+absl::Status CompileWithDefaults(onnx::ModelProto& model, const std::string& file,
+                                 const AutocastOptions& options);
+
 }  // namespace ampc

@@ -87,17 +87,11 @@ absl::Status CheckWithFullTypeInference(const onnx::ModelProto& model, const std
 
 // The default pipeline with the options `ampc --dtype ... [--low-io]` gives.
 absl::Status Compile(onnx::ModelProto& model, const std::string& file, const Mode& mode) {
-  ModelContext context(model, file);
-  context.autocast.low_dtype = mode.low_dtype;
-  context.autocast.low_io = mode.low_io;
-  context.autocast.policy = AutocastPolicy::Defaults(mode.low_dtype);
-  for (const std::string& name : DefaultPipeline()) {
-    absl::StatusOr<std::unique_ptr<Pass>> pass = CreatePass(name);
-    if (!pass.ok()) return pass.status();
-    absl::StatusOr<bool> changed = (*pass)->Run(context);
-    if (!changed.ok()) return changed.status();
-  }
-  return absl::OkStatus();
+  AutocastOptions options;
+  options.low_dtype = mode.low_dtype;
+  options.low_io = mode.low_io;
+  options.policy = AutocastPolicy::Defaults(mode.low_dtype);
+  return CompileWithDefaults(model, file, options);
 }
 
 // Spec "Output guarantees": the model's opsets are unchanged (an ai.ampc import may be added).
