@@ -297,7 +297,15 @@ absl::Status BitShift(KernelContext& context) {
 }
 
 absl::Status PRelu(KernelContext& context) {
-  const Tensor &x = context.in(0), &slope = context.in(1);
+  const Tensor& x = context.in(0);
+  Tensor slope = context.in(1);
+  // Before opset 7 a slope of [C] is per channel (axis 1), as in PyTorch, not numpy-broadcast.
+  if (context.info().opset < 7 && slope.rank() == 1 && x.rank() >= 2 && slope.dim(0) == x.dim(1) &&
+      slope.dim(0) != 1) {
+    Shape per_channel(x.rank() - 1, 1);
+    per_channel[0] = slope.dim(0);
+    slope = slope.Reshaped(per_channel);
+  }
   std::optional<Shape> shape = BroadcastShapes(x.shape(), slope.shape());
   if (!shape.has_value() || *shape != x.shape()) {
     return NodeError(context, absl::StrCat("slope ", ShapeString(slope.shape()),

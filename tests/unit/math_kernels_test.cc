@@ -275,6 +275,18 @@ g (float[2,3] x, float[3] slope) => (float[2,3] y) { y = PRelu(x, slope) }
   EXPECT_THAT(Values<float>(out[0]), ElementsAre(-0.5f, -4, 3, 4, -10, -60));
 }
 
+TEST_F(MathKernelsTest, PReluBeforeOpset7AppliesASlopeOfCPerChannel) {
+  // X [1,2,2]: channel 0 holds -1, -2 (slope 0.5), channel 1 holds -3, 4 (slope 3).
+  auto out = Run(R"(
+<ir_version: 3, opset_import: ["" : 6]>
+g (float[1,2,2] x, float[2] slope) => (float[1,2,2] y) { y = PRelu(x, slope) }
+)",
+                 {Make<float>(DType::kFloat, {1, 2, 2}, {-1, -2, -3, 4}),
+                  Make<float>(DType::kFloat, {2}, {0.5f, 3})});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(Values<float>(out[0]), ElementsAre(-0.5f, -1, -9, 4));
+}
+
 TEST_F(MathKernelsTest, ShrinkAndMish) {
   auto out = Run(R"(
 <ir_version: 8, opset_import: ["" : 18]>
