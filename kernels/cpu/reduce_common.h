@@ -1,0 +1,131 @@
+// What the reduce-family kernels share: accumulator types (FP32 for FP16/BF16/FP32, FP64 for
+// FP64), rounding once to the output type, axis checks, the [outer, n, inner] view around one
+// axis, and reading small integer inputs (axes, k).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "runtime/cpu_backend.h"
+#include "runtime/kernel.h"
+
+namespace ampc::reduce {
+
+inline constexpr int64_t kGrain = 16384;  // elements of work per parallel chunk, about
+
+// The type sums of T accumulate in: float for FP16/BF16/FP32, double for FP64, 64-bit integers
+// for integers.
+template <typename T>
+using Acc = std::conditional_t<std::is_floating_point_v<typename Compute<T>::type>,
+                               typename Compute<T>::type,
+                               std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
+
+// The type log/exp/sqrt of T are computed in: the accumulator for floats, double for integers.
+template <typename T>
+using FloatAcc = std::conditional_t<std::is_floating_point_v<Acc<T>>, Acc<T>, double>;
+
+template <typename T>
+Acc<T> LoadAcc(T v) {
+  return static_cast<Acc<T>>(Compute<T>::Load(v));
+}
+
+// Rounds a computed value once to storage type T.
+template <typename T, typename V>
+T StoreAs(V v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return Compute<T>::Store(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// a < b with NaN above every number (a strict weak order, so sorting never goes wrong).
+template <typename C>
+bool LessNanLast(C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (a != a) return false;
+    if (b != b) return true;
+  }
+  return a < b;
+}
+
+// `axis` in [-rank, rank) made non-negative, or an error naming it.
+inline absl::StatusOr<int> NormalizeAxis(const KernelContext& context, int64_t axis, int rank,
+                                         absl::string_view what = "axis") {
+  if (axis < -rank || axis >= rank) {
+    return NodeError(context,
+                     absl::StrCat(what, " ", axis, " is out of range for an input of rank ", rank));
+  }
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+// A tensor seen as [outer, n, inner] around one axis (or, for old Softmax, [outer, n] with n the
+// product of the trailing dims).
+struct AxisLayout {
+  int64_t outer = 1, n = 1, inner = 1;
+  int64_t rows() const { return outer * inner; }
+  // First element of row r (r in [0, outer * inner)); the row's elements are `inner` apart.
+  int64_t RowStart(int64_t r) const { return (r / inner) * n * inner + r % inner; }
+};
+
+inline AxisLayout LayoutAround(const Shape& shape, int axis) {
+  AxisLayout layout;
+  for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
+    (d < axis ? layout.outer : d == axis ? layout.n : layout.inner) *= shape[d];
+  }
+  return layout;
+}
+
+// The values of an int32/int64 tensor (axes, k, axis inputs).
+inline absl::StatusOr<std::vector<int64_t>> ReadInts(const KernelContext& context,
+                                                     const Tensor& tensor, absl::string_view what) {
+  std::vector<int64_t> values;
+  if (tensor.dtype() == DType::kInt64) {
+    for (int64_t v : tensor.span<const int64_t>()) values.push_back(v);
+  } else if (tensor.dtype() == DType::kInt32) {
+    for (int32_t v : tensor.span<const int32_t>()) values.push_back(v);
+  } else {
+    return NodeError(
+        context, absl::StrCat(what, " must be int32 or int64, got ", DTypeName(tensor.dtype())));
+  }
+  return values;
+}
+
+// The single value of a one-element int32/int64 input (a scalar or a [1] tensor).
+inline absl::StatusOr<int64_t> ReadScalarInt(const KernelContext& context, const Tensor& tensor,
+                                             absl::string_view what) {
+  auto values = ReadInts(context, tensor, what);
+  if (!values.ok()) return values.status();
+  if (values->size() != 1 || tensor.rank() > 1) {
+    return NodeError(context, absl::StrCat(what, " must hold a single value, got shape ",
+                                           ShapeString(tensor.shape())));
+  }
+  return (*values)[0];
+}
+
+inline void ParallelFor(const KernelContext& context, int64_t n, int64_t work_per_item,
+                        const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(1, work_per_item));
+  CpuOf(context.backend()).pool().ParallelFor(n, grain, fn);
+}
+
+inline absl::Status UnsupportedType(const KernelContext& context) {
+  return NodeError(context, absl::StrCat("element type ", DTypeName(context.in(0).dtype()),
+                                         " is not supported"));
+}
+
+// Whether the node names optional output i.
+inline bool WantsOutput(const KernelContext& context, int i) {
+  const auto& outputs = context.info().node.output();
+  return i < outputs.size() && !outputs[i].empty();
+}
+
+}  // namespace ampc::reduce
