@@ -182,13 +182,13 @@ namespace {
 absl::StatusOr<std::vector<int64_t>> TupleOffsets(const KernelContext& context, const Shape& data,
                                                   const Tensor& indices, int first) {
   const int64_t k = indices.dim(indices.rank() - 1);
-  if (k > static_cast<int64_t>(data.size()) - first) {
-    return NodeError(
-        context, absl::StrCat("index tuples of length ", k, " exceed data ", ShapeString(data)));
+  if (k < 1 || k > static_cast<int64_t>(data.size()) - first) {
+    return NodeError(context, absl::StrCat("index tuples of length ", k, " do not fit data ",
+                                           ShapeString(data)));
   }
   AMPC_ASSIGN_OR_RETURN(const std::vector<int64_t> values, ReadInts(context, indices, "indices"));
   const std::vector<int64_t> strides = Strides(data);
-  std::vector<int64_t> offsets(k == 0 ? indices.size() : values.size() / k);
+  std::vector<int64_t> offsets(values.size() / k);
   for (size_t t = 0; t < offsets.size(); ++t) {
     int64_t offset = 0;
     for (int64_t j = 0; j < k; ++j) {

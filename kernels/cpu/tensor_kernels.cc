@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -311,8 +312,14 @@ absl::Status Range(KernelContext& context) {
           status = NodeError(context, "delta is 0");
           return;
         }
-        const double count = std::ceil((static_cast<double>(limit) - static_cast<double>(start)) /
-                                       static_cast<double>(delta));
+        // As the spec's reference: the quotient in T for floats (numpy float32 arithmetic).
+        double count;
+        if constexpr (std::is_floating_point_v<T>) {
+          count = std::ceil(static_cast<double>((limit - start) / delta));
+        } else {
+          count = std::ceil((static_cast<double>(limit) - static_cast<double>(start)) /
+                            static_cast<double>(delta));
+        }
         const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
         absl::StatusOr<Tensor*> out = context.Output(0, {n}, context.in(0).dtype());
         if (!out.ok()) {

@@ -183,7 +183,9 @@ absl::Status Slice(KernelContext& context) {
     int64_t start = starts[i] < 0 ? starts[i] + dim : starts[i];
     int64_t end = ends[i] < 0 ? ends[i] + dim : ends[i];
     int64_t count;
-    if (steps[i] > 0) {
+    if (dim == 0) {
+      count = 0;
+    } else if (steps[i] > 0) {
       start = std::clamp<int64_t>(start, 0, dim);
       end = std::clamp<int64_t>(end, 0, dim);
       count = end > start ? (end - start + steps[i] - 1) / steps[i] : 0;

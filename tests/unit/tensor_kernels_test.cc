@@ -229,6 +229,10 @@ TEST(TensorKernelsTest, SliceClampsAndWalksNegativeSteps) {
   r = RunOp("y = Slice(x, s, e, a, t)",
             {m, I64({1}, {0}), I64({1}, {1}), I64({1}, {0}), I64({1}, {0})});
   EXPECT_THAT(r.status.message(), HasSubstr("step of axis 0 is 0"));
+  r = RunOp("y = Slice(x, s, e, a, t)", {Tensor::Host(DType::kFloat, {0, 2}), I64({1}, {-1}),
+                                         I64({1}, {INT64_MIN}), I64({1}, {0}), I64({1}, {-1})});
+  ASSERT_RUNS(r);  // an empty axis stays empty with a negative step
+  EXPECT_EQ(r.out().shape(), (Shape{0, 2}));
 }
 
 TEST(TensorKernelsTest, ExpandAndTile) {
@@ -387,6 +391,8 @@ TEST(TensorKernelsTest, GatherNDWithBatchDimsAndScatterND) {
   ASSERT_RUNS(r);
   EXPECT_EQ(r.out().shape(), (Shape{2, 2}));
   EXPECT_THAT(Values<int32_t>(r.out()), ElementsAre(2, 3, 4, 5));
+  r = RunOp("y = GatherND(x, i)", {I32({2, 2}, {0, 1, 2, 3}), I64({1, 3}, {0, 0, 0})});
+  EXPECT_THAT(r.status.message(), HasSubstr("index tuples of length 3 do not fit data [2,2]"));
   r = RunOp("y = ScatterND(x, i, u)", {F32({8}, {1, 2, 3, 4, 5, 6, 7, 8}),
                                        I64({4, 1}, {4, 3, 1, 7}), F32({4}, {9, 10, 11, 12})});
   ASSERT_RUNS(r);
