@@ -91,11 +91,13 @@ std::string SafeFileName(const std::string& name) {
 }
 
 std::string Summary(const std::string& name, const Tensor& t) {
-  double sum = 0, min = INFINITY, max = -INFINITY;
+  double sum = 0, min = INFINITY, max = -INFINITY, first = 0;
   int64_t nonfinite = 0;
   const bool numeric = Dispatch<AMPC_ALL_TYPES>(t.dtype(), [&]<typename T>() {
-    for (T v : t.span<T>()) {
-      const double x = static_cast<double>(Compute<T>::Load(v));
+    const T* values = t.data<T>();
+    for (int64_t i = 0; i < t.size(); ++i) {
+      const double x = static_cast<double>(Compute<T>::Load(values[i]));
+      if (i == 0) first = x;
       if (!std::isfinite(x)) {
         ++nonfinite;
         continue;
@@ -106,6 +108,10 @@ std::string Summary(const std::string& name, const Tensor& t) {
     }
   });
   std::string line = absl::StrCat(name, ": ", t.TypeString());
+  if (numeric && t.size() == 1) {
+    absl::StrAppend(&line, absl::StrFormat(" = %.6g", first));
+    return line;
+  }
   if (numeric && t.size() > nonfinite) {
     absl::StrAppend(&line, absl::StrFormat(" min %.6g max %.6g mean %.6g", min, max,
                                            sum / static_cast<double>(t.size() - nonfinite)));
