@@ -1,7 +1,193 @@
+// Linear algebra: MatMul (batched, numpy broadcasting), Gemm, Conv and ConvTranspose (im2col and
+// col2im around one GEMM per image and group), Einsum. FP16/BF16 multiply in FP32 and round once.
+#include <cstdint>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/linalg_conv.h"
+#include "kernels/cpu/linalg_einsum.h"
+#include "kernels/cpu/linalg_gemm.h"
+#include "runtime/status_macros.h"
 
 namespace ampc {
+namespace {
 
-void RegisterLinalgKernels(KernelRegistry& registry) {}
+using linalg::Acc;
+using linalg::AccInput;
+using linalg::AccOutput;
+using linalg::CheckSameTypes;
+using linalg::UnsupportedType;
+
+absl::Status TooLarge(KernelContext& context) {
+  return NodeError(context, "a matrix dimension exceeds 2^31-1");
+}
+
+// MatMul's shapes after numpy's rules: 1-D operands become a row (A) or a column (B) matrix,
+// removed again from the output.
+struct MatMulShape {
+  int64_t m, k, n;
+  Shape batch_a, batch_b, batch;
+  Shape output;
+};
+
+absl::StatusOr<MatMulShape> InferMatMul(KernelContext& context, const Shape& a, const Shape& b) {
+  if (a.empty() || b.empty()) {
+    return NodeError(context, absl::StrCat("MatMul operands must have rank >= 1, got ",
+                                           ShapeString(a), " and ", ShapeString(b)));
+  }
+  MatMulShape s;
+  const bool a_vector = a.size() == 1, b_vector = b.size() == 1;
+  s.m = a_vector ? 1 : a[a.size() - 2];
+  s.k = a.back();
+  const int64_t kb = b_vector ? b[0] : b[b.size() - 2];
+  s.n = b_vector ? 1 : b.back();
+  if (s.k != kb) {
+    return NodeError(context, absl::StrCat("inner dimensions differ: A is ", ShapeString(a),
+                                           ", B is ", ShapeString(b)));
+  }
+  s.batch_a.assign(a.begin(), a.end() - (a_vector ? 1 : 2));
+  s.batch_b.assign(b.begin(), b.end() - (b_vector ? 1 : 2));
+  std::optional<Shape> batch = BroadcastShapes(s.batch_a, s.batch_b);
+  if (!batch.has_value()) {
+    return NodeError(context, absl::StrCat("batch dimensions of ", ShapeString(a), " and ",
+                                           ShapeString(b), " do not broadcast"));
+  }
+  s.batch = *batch;
+  s.output = s.batch;
+  if (!a_vector) s.output.push_back(s.m);
+  if (!b_vector) s.output.push_back(s.n);
+  return s;
+}
+
+template <typename T>
+absl::Status MatMulTyped(KernelContext& context) {
+  const Tensor& a = context.in(0);
+  const Tensor& b = context.in(1);
+  AMPC_ASSIGN_OR_RETURN(MatMulShape s, InferMatMul(context, a.shape(), b.shape()));
+  AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, s.output));
+  const int64_t batches = ElementCount(s.batch);
+  if (y->size() == 0) return absl::OkStatus();
+  if (!linalg::FitsBlas({s.m * batches, s.n, s.k})) return TooLarge(context);
+  ThreadPool& pool = CpuOf(context.backend()).pool();
+  linalg::MatchBlasThreads(pool);
+  AccInput<T> pa(a.data<T>(), a.size(), pool);
+  AccInput<T> pb(b.data<T>(), b.size(), pool);
+  AccOutput<T> out(y->data<T>(), y->size());
+  const int64_t m = s.m, n = s.n, k = s.k;
+  if (ElementCount(s.batch_b) == 1 && ElementCount(s.batch_a) == batches) {
+    // B is shared by every batch and A is contiguous: one GEMM with the batches stacked as rows.
+    linalg::Gemm<Acc<T>>(false, false, batches * m, n, k, 1, pa.data(), k, pb.data(), n, 0,
+                         out.data(), n);
+  } else {
+    std::vector<int64_t> offset_a(batches), offset_b(batches);
+    const Shape* batch_shapes[] = {&s.batch_a, &s.batch_b};
+    BroadcastIndex index(s.batch, batch_shapes);
+    index.ForRange(0, batches, [&](int64_t i, std::span<const int64_t> offsets) {
+      offset_a[i] = offsets[0] * m * k;
+      offset_b[i] = offsets[1] * k * n;
+    });
+    auto run = [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        linalg::Gemm<Acc<T>>(false, false, m, n, k, 1, pa.data() + offset_a[i], k,
+                             pb.data() + offset_b[i], n, 0, out.data() + i * m * n, n);
+      }
+    };
+    // Small products run one per pool thread; big ones one at a time on OpenBLAS's threads.
+    if (m * n * k <= linalg::kSingleThreadedGemm || !std::is_floating_point_v<Acc<T>>) {
+      pool.ParallelFor(batches, 1, run);
+    } else {
+      run(0, batches);
+    }
+  }
+  out.Finish(pool);
+  return absl::OkStatus();
+}
+
+#define AMPC_MATMUL_TYPES \
+  AMPC_FLOAT_TYPES, DType::kInt32, DType::kInt64, DType::kUint32, DType::kUint64
+
+absl::Status MatMul(KernelContext& context) {
+  AMPC_RETURN_IF_ERROR(CheckSameTypes(context));
+  absl::Status status;
+  const bool handled = Dispatch<AMPC_MATMUL_TYPES>(
+      context.in(0).dtype(), [&]<typename T>() { status = MatMulTyped<T>(context); });
+  return handled ? status : UnsupportedType(context);
+}
+
+// Gemm: Y = alpha * op(A) * op(B) + beta * C, C broadcast to [M, N] (unidirectionally).
+template <typename T>
+absl::Status GemmTyped(KernelContext& context) {
+  const Attributes attributes = context.attributes();
+  const bool trans_a = attributes.Int("transA", 0) != 0;
+  const bool trans_b = attributes.Int("transB", 0) != 0;
+  const Acc<T> alpha = static_cast<Acc<T>>(attributes.Float("alpha", 1.0f));
+  const Acc<T> beta = static_cast<Acc<T>>(attributes.Float("beta", 1.0f));
+  const Tensor& a = context.in(0);
+  const Tensor& b = context.in(1);
+  const Tensor* c = context.input(2);
+  if (a.rank() != 2 || b.rank() != 2) {
+    return NodeError(context, absl::StrCat("A and B must be 2-D, got ", ShapeString(a.shape()),
+                                           " and ", ShapeString(b.shape())));
+  }
+  const int64_t m = a.dim(trans_a ? 1 : 0), k = a.dim(trans_a ? 0 : 1);
+  const int64_t kb = b.dim(trans_b ? 1 : 0), n = b.dim(trans_b ? 0 : 1);
+  if (k != kb) {
+    return NodeError(context, absl::StrCat("inner dimensions differ: op(A) is [", m, ",", k,
+                                           "], op(B) is [", kb, ",", n, "]"));
+  }
+  const Shape out_shape = {m, n};
+  if (c != nullptr) {
+    std::optional<Shape> broadcast = BroadcastShapes(c->shape(), out_shape);
+    if (c->rank() > 2 || !broadcast.has_value() || *broadcast != out_shape) {
+      return NodeError(context, absl::StrCat("C of shape ", ShapeString(c->shape()),
+                                             " does not broadcast to [", m, ",", n, "]"));
+    }
+  }
+  if (!linalg::FitsBlas({m, n, k})) return TooLarge(context);
+  AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, out_shape));
+  if (y->size() == 0) return absl::OkStatus();
+  ThreadPool& pool = CpuOf(context.backend()).pool();
+  linalg::MatchBlasThreads(pool);
+  AccOutput<T> out(y->data<T>(), y->size());
+  const bool use_c = c != nullptr && beta != Acc<T>{0};
+  if (use_c) {
+    const T* pc = c->data<T>();
+    const Shape* shapes[] = {&c->shape()};
+    BroadcastIndex index(out_shape, shapes);
+    Acc<T>* acc = out.data();
+    index.ForRange(0, m * n, [&](int64_t i, std::span<const int64_t> offsets) {
+      acc[i] = Compute<T>::Load(pc[offsets[0]]);
+    });
+  }
+  AccInput<T> pa(a.data<T>(), a.size(), pool);
+  AccInput<T> pb(b.data<T>(), b.size(), pool);
+  linalg::Gemm<Acc<T>>(trans_a, trans_b, m, n, k, alpha, pa.data(), a.dim(1), pb.data(), b.dim(1),
+                       use_c ? beta : Acc<T>{0}, out.data(), n);
+  out.Finish(pool);
+  return absl::OkStatus();
+}
+
+absl::Status Gemm(KernelContext& context) {
+  AMPC_RETURN_IF_ERROR(CheckSameTypes(context));
+  absl::Status status;
+  const bool handled = Dispatch<AMPC_MATMUL_TYPES>(
+      context.in(0).dtype(), [&]<typename T>() { status = GemmTyped<T>(context); });
+  return handled ? status : UnsupportedType(context);
+}
+
+}  // namespace
+
+void RegisterLinalgKernels(KernelRegistry& r) {
+  const std::vector<DType> matmul = {AMPC_MATMUL_TYPES};
+  const std::vector<DType> floats = {AMPC_FLOAT_TYPES};
+  r.Register("cpu", "", "MatMul", {{0, matmul}, {1, matmul}}, MatMul);
+  r.Register("cpu", "", "Gemm", {{0, matmul}, {1, matmul}, {2, matmul}}, Gemm);
+  r.Register("cpu", "", "Conv", {{0, floats}, {1, floats}, {2, floats}}, linalg::Conv);
+  r.Register("cpu", "", "ConvTranspose", {{0, floats}, {1, floats}, {2, floats}},
+             linalg::ConvTranspose);
+  r.Register("cpu", "", "Einsum", {{0, matmul}}, linalg::Einsum);
+}
 
 }  // namespace ampc

@@ -1,0 +1,161 @@
+// The GEMM under MatMul, Gemm and Conv: FP32 through OpenBLAS sgemm, FP64 through dgemm, FP16 and
+// BF16 widened to FP32 (exactly) and multiplied with FP32 accumulation, integers in a plain loop.
+// Results stay in the accumulation type until the kernel rounds them once to the output type.
+#pragma once
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <mutex>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/cpu_backend.h"
+#include "runtime/dtype.h"
+#include "runtime/kernel.h"
+#include "runtime/status_macros.h"
+
+namespace ampc::linalg {
+
+inline constexpr int64_t kCopyGrain = 16384;
+// OpenBLAS runs a GEMM with m*n*k at or below this on one thread (SMP_THRESHOLD_MIN *
+// GEMM_MULTITHREAD_THRESHOLD): such products may run inside ParallelFor without oversubscribing.
+inline constexpr int64_t kSingleThreadedGemm = 65536 * 4;
+
+inline absl::Status UnsupportedType(KernelContext& context) {
+  return NodeError(context, absl::StrCat("element type ", DTypeName(context.in(0).dtype()),
+                                         " is not supported"));
+}
+
+// ONNX types every tensor input alike; a model that breaks this must not be read as another type.
+inline absl::Status CheckSameTypes(KernelContext& context) {
+  for (int i = 1; i < context.num_inputs(); ++i) {
+    const Tensor* t = context.input(i);
+    if (t != nullptr && t->dtype() != context.in(0).dtype()) {
+      return NodeError(context, absl::StrCat("input ", i, " is ", DTypeName(t->dtype()),
+                                             " but input 0 is ", DTypeName(context.in(0).dtype())));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Accumulation type of storage type T: float for FP16/BF16/FP32, double for FP64, T for integers.
+template <typename T>
+using Acc = typename Compute<T>::type;
+
+// OpenBLAS's own threads, once per process, as many as the first pool that asks (its threads and
+// the pool's never run at the same time: GEMMs are called outside ParallelFor, or small).
+inline void MatchBlasThreads(ThreadPool& pool) {
+  static std::once_flag once;
+  std::call_once(once, [&pool] { openblas_set_num_threads(pool.threads()); });
+}
+
+// Whether BLAS (32-bit int dimensions) can take these sizes.
+inline bool FitsBlas(std::initializer_list<int64_t> sizes) {
+  for (int64_t s : sizes) {
+    if (s > std::numeric_limits<int>::max()) return false;
+  }
+  return true;
+}
+
+// A tensor's values in the accumulation type: the tensor itself when the types agree, else a
+// widened copy (exact for FP16/BF16 to float).
+template <typename T>
+class AccInput {
+ public:
+  AccInput(const T* data, int64_t n, ThreadPool& pool) {
+    if constexpr (std::is_same_v<T, Acc<T>>) {
+      data_ = data;
+    } else {
+      copy_.resize(static_cast<size_t>(n));
+      pool.ParallelFor(n, kCopyGrain, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) copy_[i] = Compute<T>::Load(data[i]);
+      });
+      data_ = copy_.data();
+    }
+  }
+  const Acc<T>* data() const { return data_; }
+
+ private:
+  std::vector<Acc<T>> copy_;
+  const Acc<T>* data_ = nullptr;
+};
+
+// Where results accumulate: the output itself when its type is the accumulation type, else a
+// buffer that Finish() rounds once into the output.
+template <typename T>
+class AccOutput {
+ public:
+  AccOutput(T* out, int64_t n) : out_(out), n_(n) {
+    if constexpr (std::is_same_v<T, Acc<T>>) {
+      data_ = out;
+    } else {
+      buffer_.assign(static_cast<size_t>(n), Acc<T>{});
+      data_ = buffer_.data();
+    }
+  }
+  Acc<T>* data() { return data_; }
+  void Finish(ThreadPool& pool) {
+    if constexpr (!std::is_same_v<T, Acc<T>>) {
+      pool.ParallelFor(n_, kCopyGrain, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) out_[i] = Compute<T>::Store(buffer_[i]);
+      });
+    }
+  }
+
+ private:
+  T* out_;
+  int64_t n_;
+  std::vector<Acc<T>> buffer_;
+  Acc<T>* data_ = nullptr;
+};
+
+// c[m,n] = alpha * op(a)[m,k] * op(b)[k,n] + beta * c, row-major; beta == 0 ignores c's contents.
+// Callers check FitsBlas.
+template <typename A>
+void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, A alpha, const A* a,
+          int64_t lda, const A* b, int64_t ldb, A beta, A* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum: BLAS would reject the leading dimensions
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == A{0} ? A{0} : beta * c[i * ldc + j];
+    }
+    return;
+  }
+  if constexpr (std::is_same_v<A, float>) {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+                beta, c, static_cast<int>(ldc));
+  } else if constexpr (std::is_same_v<A, double>) {
+    cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+                beta, c, static_cast<int>(ldc));
+  } else {
+    // Integers wrap around (as numpy's do): arithmetic in the unsigned type of the same width.
+    using U = std::make_unsigned_t<A>;
+    std::vector<U> row(static_cast<size_t>(n));
+    for (int64_t i = 0; i < m; ++i) {
+      std::fill(row.begin(), row.end(), U{0});
+      for (int64_t p = 0; p < k; ++p) {
+        const U av = static_cast<U>(trans_a ? a[p * lda + i] : a[i * lda + p]);
+        for (int64_t j = 0; j < n; ++j) {
+          row[j] += av * static_cast<U>(trans_b ? b[j * ldb + p] : b[p * ldb + j]);
+        }
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        U v = static_cast<U>(alpha) * row[j];
+        if (beta != A{0}) v += static_cast<U>(beta) * static_cast<U>(c[i * ldc + j]);
+        c[i * ldc + j] = static_cast<A>(v);
+      }
+    }
+  }
+}
+
+}  // namespace ampc::linalg
