@@ -297,6 +297,9 @@ absl::Status ConstantOfShape(KernelContext& context) {
 
 absl::Status Range(KernelContext& context) {
   for (int i = 0; i < 3; ++i) {
+    if (context.in(i).dtype() != context.in(0).dtype()) {
+      return NodeError(context, "start, limit and delta differ in type");
+    }
     if (context.in(i).size() != 1) {
       return NodeError(context, absl::StrCat("input ", i, " must be a scalar, it has shape ",
                                              ShapeString(context.in(i).shape())));

@@ -232,7 +232,8 @@ absl::Status Expand(KernelContext& context) {
   const Tensor& input = context.in(0);
   AMPC_ASSIGN_OR_RETURN(const Shape target, ReadInts(context, context.in(1), "shape"));
   std::optional<Shape> shape = BroadcastShapes(input.shape(), target);
-  if (!shape.has_value()) {
+  const bool negative = std::any_of(target.begin(), target.end(), [](int64_t d) { return d < 0; });
+  if (!shape.has_value() || negative) {
     return NodeError(context, absl::StrCat("cannot expand ", ShapeString(input.shape()), " to ",
                                            ShapeString(target)));
   }
@@ -347,7 +348,11 @@ absl::Status DepthToSpace(KernelContext& context) {
   if (c % (b * b) != 0) {
     return NodeError(context, absl::StrCat("channels ", c, " not divisible by blocksize² ", b * b));
   }
-  const bool crd = context.attributes().String("mode", "DCR") == "CRD";
+  const std::string mode = context.attributes().String("mode", "DCR");
+  if (mode != "DCR" && mode != "CRD") {
+    return NodeError(context, absl::StrCat("mode '", mode, "' is neither DCR nor CRD"));
+  }
+  const bool crd = mode == "CRD";
   const Shape view = crd ? Shape{n, c / (b * b), b, b, h, w} : Shape{n, b, b, c / (b * b), h, w};
   const std::vector<int> perm =
       crd ? std::vector<int>{0, 1, 4, 2, 5, 3} : std::vector<int>{0, 3, 4, 1, 5, 2};

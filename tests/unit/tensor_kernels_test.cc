@@ -169,6 +169,15 @@ TEST(TensorKernelsTest, TransposeMatchesAReferenceLoopForEveryDtypeSize) {
   EXPECT_THAT(r.status.message(), HasSubstr("not a permutation"));
 }
 
+TEST(TensorKernelsTest, LargeTransposeSplitAcrossThreadsMatchesAReferenceLoop) {
+  Tensor x = Tensor::Host(DType::kInt32, {300, 200});
+  for (int i = 0; i < 60000; ++i) x.data<int32_t>()[i] = i;
+  OpResult r = RunOp("y = Transpose(x)", {x});
+  ASSERT_RUNS(r);
+  for (int i = 0; i < 200; ++i)
+    for (int j = 0; j < 300; ++j) ASSERT_EQ(r.out().data<int32_t>()[i * 300 + j], j * 200 + i);
+}
+
 TEST(TensorKernelsTest, TransposeKeepsFp16BitPatterns) {
   // -0, NaN with a payload, +inf, the smallest subnormal: moved, never converted.
   Tensor x = Make<uint16_t>(DType::kFloat16, {2, 2}, {0x8000, 0x7e01, 0x7c00, 0x0001});
@@ -242,6 +251,8 @@ TEST(TensorKernelsTest, ExpandAndTile) {
   EXPECT_THAT(Values<float>(r.out()), ElementsAre(1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3));
   r = RunOp("y = Expand(x, s)", {F32({3}, {1, 2, 3}), I64({1}, {2})});
   EXPECT_THAT(r.status.message(), HasSubstr("cannot expand [3] to [2]"));
+  r = RunOp("y = Expand(x, s)", {F32({1}, {1}), I64({1}, {-2})});
+  EXPECT_THAT(r.status.message(), HasSubstr("cannot expand [1] to [-2]"));
   r = RunOp("y = Tile(x, s)", {F32({2, 2}, {1, 2, 3, 4}), I64({2}, {2, 1})});
   ASSERT_RUNS(r);
   EXPECT_THAT(Values<float>(r.out()), ElementsAre(1, 2, 3, 4, 1, 2, 3, 4));
@@ -447,6 +458,8 @@ TEST(TensorKernelsTest, ShapeSizeConstantRangeEyeLike) {
   r = RunOp("y = Range(a, b, c)", {F32({}, {0}), F32({}, {1}), F32({}, {0.25f})});
   ASSERT_RUNS(r);
   EXPECT_THAT(Values<float>(r.out()), ElementsAre(0, 0.25f, 0.5f, 0.75f));
+  r = RunOp("y = Range(a, b, c)", {F32({}, {0}), I32({}, {1}), F32({}, {1})});
+  EXPECT_THAT(r.status.message(), HasSubstr("differ in type"));
   r = RunOp("y = EyeLike <k = 1> (x)", {Iota(DType::kFloat16, {2, 3})});
   ASSERT_RUNS(r);
   EXPECT_THAT(Values<uint16_t>(r.out()), ElementsAre(0, 0x3C00, 0, 0, 0, 0x3C00));
