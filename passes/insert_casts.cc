@@ -1,6 +1,8 @@
 #include "passes/insert_casts.h"
 
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -15,11 +17,16 @@ namespace {
 using onnx::NodeProto;
 using onnx::TensorProto;
 
+// absl::string_view is not std::string_view in this Abseil build; StrCat takes the former.
+absl::string_view AbslView(std::string_view s) { return {s.data(), s.size()}; }
+
 // A value during the rewrite: its dtype now, the name it goes by now (a graph output's producer
-// is renamed), and where a converted copy of it would be placed.
+// is renamed), and where a converted copy of it would be placed. Names are views of strings in
+// the graph that the rewrite never changes (initializer, graph input and node output names): a
+// std::string per value cost two allocations per node at 1M nodes.
 struct Value {
   int dtype = 0;
-  std::string name;
+  std::string_view name;
   int producer = -1;                      // position in the graph's nodes; -1: none in this graph
   const TensorProto* constant = nullptr;  // an initializer or a Constant node's tensor
   const onnx::TypeProto* type = nullptr;  // declared/inferred type in the input model
@@ -29,17 +36,17 @@ struct Value {
 class Scope {
  public:
   explicit Scope(const Scope* parent) : parent_(parent) {}
-  const Value* Find(const std::string& key) const {
+  const Value* Find(std::string_view key) const {
     auto it = values_.find(key);
     if (it != values_.end()) return &it->second;
     return parent_ == nullptr ? nullptr : parent_->Find(key);
   }
-  bool IsLocal(const std::string& key) const { return values_.contains(key); }
-  Value& operator[](const std::string& key) { return values_[key]; }
+  bool IsLocal(std::string_view key) const { return values_.contains(key); }
+  Value& operator[](std::string_view key) { return values_[key]; }
 
  private:
   const Scope* parent_;
-  absl::flat_hash_map<std::string, Value> values_;
+  absl::flat_hash_map<std::string_view, Value> values_;
 };
 
 // State shared by the rewriters of every graph of the model.
@@ -101,7 +108,7 @@ class GraphRewriter {
   void FinishGraphInterface();
   void Reorder();
 
-  const std::string* FindConverted(const std::string& name, int dtype) const;
+  const std::string* FindConverted(std::string_view name, int dtype) const;
 
   onnx::GraphProto& graph_;
   const GraphIndex& index_;
@@ -112,7 +119,8 @@ class GraphRewriter {
   PrecisionPlan& plan_;
   NameAllocator& names_;
   int original_value_infos_ = 0;
-  absl::flat_hash_map<std::string, std::string> renamed_outputs_;  // new name -> graph output
+  // New name -> the graph output's name (a view of the output's ValueInfoProto).
+  absl::flat_hash_map<std::string, std::string_view> renamed_outputs_;
   absl::flat_hash_map<std::pair<std::string, int>, std::string> converted_;
   std::vector<std::vector<std::unique_ptr<NodeProto>>> after_;  // [0]: top, [i + 1]: after node i
 };
@@ -141,7 +149,8 @@ void GraphRewriter::RenameMismatchedOutputs() {
     const std::string renamed = names_.Fresh(absl::StrCat(output.name(), "_", DtypeName(now)));
     renamed_outputs_[renamed] = output.name();
     graph_.mutable_node(position)->set_output(source->slot, renamed);
-    const Value value{now, renamed, position, nullptr, &output.type()};
+    const Value value{now, graph_.node(position).output(source->slot), position, nullptr,
+                      &output.type()};
     Convert(output.name(), value, declared, output.name());
     AddValueInfo(renamed, &output.type(), now);
   }
@@ -185,7 +194,7 @@ void GraphRewriter::RewriteNode(int position) {
     if (value == nullptr) continue;
     const int wanted = plan == nullptr ? 0 : plan->input_dtypes[slot];
     if (wanted == 0 || wanted == value->dtype || value->dtype == 0) {
-      node.set_input(slot, value->name);
+      if (node.input(slot) != value->name) node.mutable_input(slot)->assign(value->name);
       continue;
     }
     // A value of an enclosing graph is converted at the top of this one.
@@ -211,7 +220,7 @@ void GraphRewriter::RewriteNode(int position) {
     const std::string& name = node.output(slot);
     if (name.empty()) continue;
     auto renamed = renamed_outputs_.find(name);
-    const std::string key = renamed == renamed_outputs_.end() ? name : renamed->second;
+    const std::string_view key = renamed == renamed_outputs_.end() ? name : renamed->second;
     const int dtype = plan == nullptr ? 0 : plan->output_dtypes[slot];
     scope_[key] = Value{dtype, name, position, constant_node ? &node.attribute(0).t() : nullptr,
                         index_.Type(key)};
@@ -220,8 +229,8 @@ void GraphRewriter::RewriteNode(int position) {
 
 // A conversion made in this graph, or in an enclosing one (it precedes the node owning this
 // graph, so it is in scope here).
-const std::string* GraphRewriter::FindConverted(const std::string& name, int dtype) const {
-  auto it = converted_.find({name, dtype});
+const std::string* GraphRewriter::FindConverted(std::string_view name, int dtype) const {
+  auto it = converted_.find({std::string(name), dtype});
   if (it != converted_.end()) return &it->second;
   return parent_ == nullptr ? nullptr : parent_->FindConverted(name, dtype);
 }
@@ -235,19 +244,20 @@ std::string GraphRewriter::Convert(const std::string& key, const Value& value, i
   if (value.constant != nullptr && output_name.empty()) {
     out = ConvertConstant(key, value, dtype);
   } else {
-    out = output_name.empty() ? names_.Fresh(absl::StrCat(value.name, "_", DtypeName(dtype)))
-                              : output_name;
+    out = output_name.empty()
+              ? names_.Fresh(absl::StrCat(AbslView(value.name), "_", DtypeName(dtype)))
+              : output_name;
     auto cast = std::make_unique<NodeProto>();
     cast->set_op_type("Cast");
     cast->set_name(names_.Fresh(absl::StrCat(out, "_cast")));
-    cast->add_input(value.name);
+    cast->add_input(std::string(value.name));
     cast->add_output(out);
     SetCastTarget(*cast, dtype, shared_.cast_opset);
     Place(value.producer, std::move(cast));
     if (output_name.empty()) AddValueInfo(out, value.type, dtype);
     ++plan_.casts_added;
   }
-  converted_[{value.name, dtype}] = out;
+  converted_[{std::string(value.name), dtype}] = out;
   return out;
 }
 
@@ -257,15 +267,16 @@ std::string GraphRewriter::ConvertConstant(const std::string& key, const Value& 
   plan_.values_clamped += stats.clamped;
   plan_.values_flushed_to_zero += stats.flushed_to_zero;
   if (stats.overflowed > 0) {
-    plan_.warnings.push_back(absl::StrCat("constant '", value.name, "': ", stats.overflowed,
-                                          " values overflow ", DtypeName(dtype), " to inf"));
+    plan_.warnings.push_back(absl::StrCat("constant '", AbslView(value.name),
+                                          "': ", stats.overflowed, " values overflow ",
+                                          DtypeName(dtype), " to inf"));
   }
   ++plan_.constants_converted;
-  const std::string name = names_.Fresh(absl::StrCat(value.name, "_", DtypeName(dtype)));
+  const std::string name = names_.Fresh(absl::StrCat(AbslView(value.name), "_", DtypeName(dtype)));
   if (value.constant_is_initializer) {
     converted.set_name(name);
     *graph_.add_initializer() = std::move(converted);
-    shared_.converted_initializers.insert(value.name);
+    shared_.converted_initializers.emplace(value.name);
     return name;
   }
   auto constant = std::make_unique<NodeProto>();
