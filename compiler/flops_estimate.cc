@@ -99,7 +99,15 @@ std::optional<double> EinsumFlops(const onnx::NodeProto& node, const StaticShape
 
 }  // namespace
 
-StaticShapes::StaticShapes(const onnx::ModelProto& model) { AddGraph(model.graph()); }
+StaticShapes::StaticShapes(const onnx::ModelProto& model,
+                           const absl::flat_hash_set<std::string>* wanted)
+    : wanted_(wanted) {
+  AddGraph(model.graph());
+}
+
+bool StaticShapes::Wanted(const std::string& name) const {
+  return wanted_ == nullptr || wanted_->contains(name);
+}
 
 const std::vector<int64_t>* StaticShapes::Find(const std::string& name) const {
   auto it = shapes_.find(name);
@@ -107,7 +115,10 @@ const std::vector<int64_t>* StaticShapes::Find(const std::string& name) const {
 }
 
 void StaticShapes::AddType(const onnx::ValueInfoProto& value) {
-  if (!value.type().has_tensor_type() || !value.type().tensor_type().has_shape()) return;
+  if (!value.type().has_tensor_type() || !value.type().tensor_type().has_shape() ||
+      !Wanted(value.name())) {
+    return;
+  }
   std::vector<int64_t> dims;
   for (const auto& dim : value.type().tensor_type().shape().dim()) {
     if (!dim.has_dim_value() || dim.dim_value() < 0) return;
@@ -121,12 +132,13 @@ void StaticShapes::AddGraph(const onnx::GraphProto& graph) {
   for (const auto& value : graph.output()) AddType(value);
   for (const auto& value : graph.value_info()) AddType(value);
   for (const onnx::TensorProto& init : graph.initializer()) {
-    shapes_.try_emplace(init.name(), init.dims().begin(), init.dims().end());
+    if (Wanted(init.name()))
+      shapes_.try_emplace(init.name(), init.dims().begin(), init.dims().end());
   }
   for (const onnx::NodeProto& node : graph.node()) {
     const onnx::AttributeProto* value = Attribute(node, "value");
     if (node.op_type() == "Constant" && value != nullptr && value->has_t() &&
-        node.output_size() == 1) {
+        node.output_size() == 1 && Wanted(node.output(0))) {
       shapes_.try_emplace(node.output(0), value->t().dims().begin(), value->t().dims().end());
     }
     for (const onnx::AttributeProto& a : node.attribute()) {
@@ -152,7 +164,13 @@ std::optional<double> NodeFlops(const onnx::NodeProto& node, const StaticShapes&
 }
 
 FlopsEstimate EstimateFlops(const onnx::ModelProto& model, const std::vector<FlopsNode>& nodes) {
-  const StaticShapes shapes(model);
+  absl::flat_hash_set<std::string> operands;
+  for (const FlopsNode& n : nodes) {
+    if (!CountsFlops(*n.node)) continue;
+    operands.insert(n.node->input().begin(), n.node->input().end());
+    operands.insert(n.node->output().begin(), n.node->output().end());
+  }
+  const StaticShapes shapes(model, &operands);
   FlopsEstimate estimate;
   for (const FlopsNode& n : nodes) {
     if (!CountsFlops(*n.node)) continue;

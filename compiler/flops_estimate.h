@@ -10,19 +10,25 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 
 namespace ampc {
 
 // Static shapes (every dim a known value) of the values of every graph of a model, by name:
-// graph inputs and outputs, value_info, initializers and Constant outputs.
+// graph inputs and outputs, value_info, initializers and Constant outputs. With `wanted`, only
+// those names (a shape per value costs a copy and a map entry, and few values are operands of
+// the ops sized here).
 class StaticShapes {
  public:
-  explicit StaticShapes(const onnx::ModelProto& model);
+  explicit StaticShapes(const onnx::ModelProto& model,
+                        const absl::flat_hash_set<std::string>* wanted = nullptr);
   const std::vector<int64_t>* Find(const std::string& name) const;
 
  private:
   void AddGraph(const onnx::GraphProto& graph);
   void AddType(const onnx::ValueInfoProto& value);
+  bool Wanted(const std::string& name) const;
+  const absl::flat_hash_set<std::string>* wanted_;
   absl::flat_hash_map<std::string, std::vector<int64_t>> shapes_;
 };
 
