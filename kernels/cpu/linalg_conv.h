@@ -292,12 +292,9 @@ absl::Status ConvTyped(KernelContext& context, const ConvGeometry& g) {
 }
 
 inline absl::Status Conv(KernelContext& context) {
-  AMPC_RETURN_IF_ERROR(CheckSameTypes(context));
   AMPC_ASSIGN_OR_RETURN(const ConvGeometry g, ConvShape(context));
-  absl::Status status;
-  const bool handled = Dispatch<AMPC_FLOAT_TYPES>(
-      context.in(0).dtype(), [&]<typename T>() { status = ConvTyped<T>(context, g); });
-  return handled ? status : UnsupportedType(context);
+  return DispatchKernel<AMPC_FLOAT_TYPES>(context,
+                                          [&]<typename T>() { return ConvTyped<T>(context, g); });
 }
 
 // ConvTranspose's output size and padding per axis: from output_shape or auto_pad SAME_* (the
@@ -378,12 +375,9 @@ absl::Status ConvTransposeTyped(KernelContext& context, const ConvGeometry& g) {
 }
 
 inline absl::Status ConvTranspose(KernelContext& context) {
-  AMPC_RETURN_IF_ERROR(CheckSameTypes(context));
   AMPC_ASSIGN_OR_RETURN(const ConvGeometry g, ConvTransposeShape(context));
-  absl::Status status;
-  const bool handled = Dispatch<AMPC_FLOAT_TYPES>(
-      context.in(0).dtype(), [&]<typename T>() { status = ConvTransposeTyped<T>(context, g); });
-  return handled ? status : UnsupportedType(context);
+  return DispatchKernel<AMPC_FLOAT_TYPES>(
+      context, [&]<typename T>() { return ConvTransposeTyped<T>(context, g); });
 }
 
 }  // namespace ampc::linalg

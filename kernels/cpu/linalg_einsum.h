@@ -208,13 +208,10 @@ absl::Status EinsumTyped(KernelContext& context, const EinsumPlan& plan) {
 }
 
 inline absl::Status Einsum(KernelContext& context) {
-  AMPC_RETURN_IF_ERROR(CheckSameTypes(context));
   AMPC_ASSIGN_OR_RETURN(const EinsumPlan plan, PlanEinsum(context));
-  absl::Status status;
-  const bool handled =
-      Dispatch<AMPC_FLOAT_TYPES, DType::kInt32, DType::kInt64, DType::kUint32, DType::kUint64>(
-          context.in(0).dtype(), [&]<typename T>() { status = EinsumTyped<T>(context, plan); });
-  return handled ? status : UnsupportedType(context);
+  return DispatchKernel<AMPC_FLOAT_TYPES, DType::kInt32, DType::kInt64, DType::kUint32,
+                        DType::kUint64>(
+      context, [&]<typename T>() { return EinsumTyped<T>(context, plan); });
 }
 
 }  // namespace ampc::linalg

@@ -44,6 +44,17 @@ inline absl::Status CheckSameTypes(KernelContext& context) {
   return absl::OkStatus();
 }
 
+// Checks that every input has input 0's type, then returns fn.template operator()<T>() for T
+// the storage type of that type among Ds..., or an error naming an unsupported type.
+template <DType... Ds, typename Fn>
+absl::Status DispatchKernel(KernelContext& context, Fn&& fn) {
+  AMPC_RETURN_IF_ERROR(CheckSameTypes(context));
+  absl::Status status;
+  const bool handled = Dispatch<Ds...>(context.in(0).dtype(),
+                                       [&]<typename T>() { status = fn.template operator()<T>(); });
+  return handled ? status : UnsupportedType(context);
+}
+
 // Accumulation type of storage type T: float for FP16/BF16/FP32, double for FP64, T for integers.
 template <typename T>
 using Acc = typename Compute<T>::type;

@@ -17,8 +17,6 @@ namespace {
 using linalg::Acc;
 using linalg::AccInput;
 using linalg::AccOutput;
-using linalg::CheckSameTypes;
-using linalg::UnsupportedType;
 
 absl::Status TooLarge(KernelContext& context) {
   return NodeError(context, "a matrix dimension exceeds 2^31-1");
@@ -109,11 +107,8 @@ absl::Status MatMulTyped(KernelContext& context) {
   AMPC_FLOAT_TYPES, DType::kInt32, DType::kInt64, DType::kUint32, DType::kUint64
 
 absl::Status MatMul(KernelContext& context) {
-  AMPC_RETURN_IF_ERROR(CheckSameTypes(context));
-  absl::Status status;
-  const bool handled = Dispatch<AMPC_MATMUL_TYPES>(
-      context.in(0).dtype(), [&]<typename T>() { status = MatMulTyped<T>(context); });
-  return handled ? status : UnsupportedType(context);
+  return linalg::DispatchKernel<AMPC_MATMUL_TYPES>(
+      context, [&]<typename T>() { return MatMulTyped<T>(context); });
 }
 
 // Gemm: Y = alpha * op(A) * op(B) + beta * C, C broadcast to [M, N] (unidirectionally).
@@ -170,11 +165,8 @@ absl::Status GemmTyped(KernelContext& context) {
 }
 
 absl::Status Gemm(KernelContext& context) {
-  AMPC_RETURN_IF_ERROR(CheckSameTypes(context));
-  absl::Status status;
-  const bool handled = Dispatch<AMPC_MATMUL_TYPES>(
-      context.in(0).dtype(), [&]<typename T>() { status = GemmTyped<T>(context); });
-  return handled ? status : UnsupportedType(context);
+  return linalg::DispatchKernel<AMPC_MATMUL_TYPES>(
+      context, [&]<typename T>() { return GemmTyped<T>(context); });
 }
 
 }  // namespace

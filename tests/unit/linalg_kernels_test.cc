@@ -1,6 +1,6 @@
-// MatMul, Gemm, Conv and ConvTranspose on the CPU backend. Inputs are multiples of 1/8 in [-2, 2],
-// so every sum the kernels form is exact in FP32 and the results can be compared exactly with
-// plain nested-loop references written here (in double); FP16/BF16 cases check FP32
+// MatMul, Gemm, Conv, ConvTranspose and Einsum on the CPU backend. Inputs are multiples of 1/8 in
+// [-2, 2], so every sum the kernels form is exact in FP32 and the results can be compared exactly
+// with plain nested-loop references written here (in double); FP16/BF16 cases check FP32
 // accumulation and the single rounding of the result.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -491,6 +491,57 @@ TEST(ConvTransposeTest, OutputShapeAndAutoPadSetThePadding) {
 TEST(ConvTransposeTest, Fp16RoundsTheFp32ResultOnce) {
   ConvCase t{{1, 6, 4, 4}, {6, 2, 3, 3}, {9, 9}, {2, 2}, {1, 1}, {0, 0}};
   ExpectConv("ConvTranspose", "strides = [2, 2]", t, DType::kFloat16, "float16");
+}
+
+// ---- Einsum ----
+
+TEST(EinsumTest, BatchMatMulMatchesReference) {
+  const auto a = Pattern(3 * 2 * 4, 1), b = Pattern(3 * 4 * 5, 2);
+  auto y =
+      RunNode("float", "Einsum <equation = \"bij,bjk->bik\"> (a, b)",
+              {Make(DType::kFloat, {3, 2, 4}, a), Make(DType::kFloat, {3, 4, 5}, b)}, {3, 2, 5});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(Read(*y), RefBatchedMatMul(a, 3, b, 3, 2, 4, 5));
+}
+
+TEST(EinsumTest, ImplicitOutputDiagonalEllipsisAndTranspose) {
+  // Implicit "ij,jk": output labels used once, sorted: "ik" (a plain matrix product).
+  const auto a = Pattern(2 * 3, 3), b = Pattern(3 * 2, 4);
+  auto y = RunNode("float", "Einsum <equation = \"ij,jk\"> (a, b)",
+                   {Make(DType::kFloat, {2, 3}, a), Make(DType::kFloat, {3, 2}, b)}, {2, 2});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(Read(*y), RefBatchedMatMul(a, 1, b, 1, 2, 3, 2));
+  // "...ii->...i": the diagonal of each of 2 matrices [[1,2],[3,4]], [[5,6],[7,8]].
+  y = RunNode("float", "Einsum <equation = \"...ii->...i\"> (a)",
+              {Make(DType::kFloat, {2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8})}, {2, 2});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(Read(*y), (std::vector<double>{1, 4, 5, 8}));
+  // "ij->ji" and "ij->" (the sum, 21).
+  y = RunNode("float", "Einsum <equation = \"ij->ji\"> (a)",
+              {Make(DType::kFloat, {2, 3}, {1, 2, 3, 4, 5, 6})}, {3, 2});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(Read(*y), (std::vector<double>{1, 4, 2, 5, 3, 6}));
+  y = RunNode("float", "Einsum <equation = \"ij->\"> (a)",
+              {Make(DType::kFloat, {2, 3}, {1, 2, 3, 4, 5, 6})}, {});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(Read(*y), (std::vector<double>{21}));
+}
+
+TEST(EinsumTest, Fp16InnerProductAccumulatesInFp32) {
+  // 2048 followed by four 1s, dotted with ones: 2052 in FP32 (FP16 accumulation stays at 2048).
+  auto y = RunNode(
+      "float16", "Einsum <equation = \"i,i\"> (a, b)",
+      {Make(DType::kFloat16, {5}, {2048, 1, 1, 1, 1}), Make(DType::kFloat16, {5}, {1, 1, 1, 1, 1})},
+      {});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(Read(*y), (std::vector<double>{2052}));
+}
+
+TEST(EinsumTest, TermCountOrRankMismatchIsANodeError) {
+  auto y = RunNode("float", "Einsum <equation = \"ijk->i\"> (a)",
+                   {Make(DType::kFloat, {2, 3}, Pattern(6, 0))}, {2});
+  ASSERT_FALSE(y.ok());
+  EXPECT_THAT(y.status().message(), HasSubstr("does not fit an operand of rank 2"));
 }
 
 }  // namespace
