@@ -1,7 +1,499 @@
+// Normalization ops: LayerNormalization, BatchNormalization, InstanceNormalization,
+// LpNormalization, MeanVarianceNormalization and Dropout. Statistics accumulate in FP32 (FP64 for
+// double inputs) and every output is rounded once to its element type. Pooling lives in
+// norm_pool_kernels.cc.
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/norm_common.h"
 
 namespace ampc {
+namespace {
 
-void RegisterNormKernels(KernelRegistry& registry) {}
+absl::Status UnsupportedType(const KernelContext& context, const Tensor& tensor,
+                             absl::string_view what) {
+  return NodeError(context, absl::StrCat(what, " has element type ", DTypeName(tensor.dtype()),
+                                         ", which is not supported"));
+}
+
+// Rows of about kElementwiseGrain elements per parallel chunk.
+int64_t RowGrain(int64_t row_length) {
+  return std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, row_length));
+}
+
+// A Scale or B input of LayerNormalization expanded (broadcast) to the normalized shape; `fill`
+// where the input is omitted.
+template <typename C>
+absl::Status ExpandToShape(const KernelContext& context, const Tensor* param,
+                           absl::string_view name, const Shape& target, C fill,
+                           std::vector<C>& out) {
+  const int64_t count = ElementCount(target);
+  if (param == nullptr) {
+    out.assign(static_cast<size_t>(count), fill);
+    return absl::OkStatus();
+  }
+  std::vector<C> values;
+  if (!LoadWidened(*param, values)) return UnsupportedType(context, *param, name);
+  std::optional<Shape> shape = BroadcastShapes(target, param->shape());
+  if (!shape.has_value() || *shape != target) {
+    return NodeError(
+        context, absl::StrCat(name, " of shape ", ShapeString(param->shape()),
+                              " does not broadcast to the normalized shape ", ShapeString(target)));
+  }
+  const Shape* inputs[] = {&param->shape()};
+  BroadcastIndex index(target, inputs);
+  out.resize(static_cast<size_t>(count));
+  index.ForRange(0, count,
+                 [&](int64_t i, std::span<const int64_t> offsets) { out[i] = values[offsets[0]]; });
+  return absl::OkStatus();
+}
+
+// Writes per-row statistics (Mean, InvStdDev) to output i if the node asks for it.
+template <typename C>
+absl::Status StoreStatistic(KernelContext& context, int i, const Shape& shape,
+                            const std::vector<C>& values) {
+  if (!WantsOutput(context, i)) return absl::OkStatus();
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(i, shape));
+  if (!StoreRounded(values, *out)) return UnsupportedType(context, *out, "a statistics output");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> NormalizeAxis(const KernelContext& context, int64_t axis, int rank) {
+  if (axis < -rank || axis >= rank) {
+    return NodeError(context,
+                     absl::StrCat("axis ", axis, " is out of range for an input of rank ", rank));
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+// Mean and population variance of n elements, in the compute type; two passes, so no
+// cancellation as in E[x^2] - E[x]^2.
+template <typename T, typename C = typename Compute<T>::type>
+std::pair<C, C> Moments(const T* x, int64_t n) {
+  C sum = 0, squares = 0;
+  for (int64_t j = 0; j < n; ++j) sum += Compute<T>::Load(x[j]);
+  const C mean = sum / static_cast<C>(n);
+  for (int64_t j = 0; j < n; ++j) {
+    const C d = Compute<T>::Load(x[j]) - mean;
+    squares += d * d;
+  }
+  return {mean, squares / static_cast<C>(n)};
+}
+
+// Batch-like inputs are N x C x D1 x ... (rank 2 or more).
+absl::Status CheckBatchChannels(const KernelContext& context, const Tensor& x) {
+  if (x.rank() >= 2) return absl::OkStatus();
+  return NodeError(context, absl::StrCat("input must have rank 2 or more (N x C x ...), got shape ",
+                                         ShapeString(x.shape())));
+}
+
+template <typename T>
+absl::Status LayerNormTyped(KernelContext& context, int64_t axis, float epsilon) {
+  using C = typename Compute<T>::type;
+  const Tensor& x = context.in(0);
+  const Shape normalized(x.shape().begin() + axis, x.shape().end());
+  const int64_t cols = ElementCount(normalized);
+  const int64_t rows = cols == 0 ? 0 : x.size() / cols;
+  std::vector<C> scale, bias;
+  AMPC_RETURN_IF_ERROR(
+      ExpandToShape<C>(context, context.input(1), "Scale", normalized, C{1}, scale));
+  AMPC_RETURN_IF_ERROR(ExpandToShape<C>(context, context.input(2), "B", normalized, C{0}, bias));
+  AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, x.shape()));
+  const T* px = x.data<T>();
+  T* py = y->data<T>();
+  std::vector<C> mean(static_cast<size_t>(rows)), inv_std(static_cast<size_t>(rows));
+  CpuOf(context.backend())
+      .pool()
+      .ParallelFor(rows, RowGrain(cols), [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          const T* xr = px + r * cols;
+          const auto [m, var] = Moments(xr, cols);
+          const C inv = C{1} / std::sqrt(var + static_cast<C>(epsilon));
+          for (int64_t j = 0; j < cols; ++j) {
+            py[r * cols + j] =
+                Compute<T>::Store((Compute<T>::Load(xr[j]) - m) * inv * scale[j] + bias[j]);
+          }
+          mean[r] = m;
+          inv_std[r] = inv;
+        }
+      });
+  Shape stat_shape = x.shape();
+  for (size_t d = static_cast<size_t>(axis); d < stat_shape.size(); ++d) stat_shape[d] = 1;
+  AMPC_RETURN_IF_ERROR(StoreStatistic(context, 1, stat_shape, mean));
+  return StoreStatistic(context, 2, stat_shape, inv_std);
+}
+
+// Opset 17: Y = (X - mean) / sqrt(var + epsilon) * Scale + B over the dimensions from `axis` on;
+// optional outputs Mean and InvStdDev have X's shape with those dimensions set to 1.
+absl::Status LayerNormalization(KernelContext& context) {
+  const Tensor& x = context.in(0);
+  const Attributes attributes = context.attributes();
+  AMPC_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(context, attributes.Int("axis", -1), x.rank()));
+  const int64_t stash_type = attributes.Int("stash_type", 1);
+  if (stash_type != static_cast<int64_t>(DType::kFloat)) {
+    // FP32 statistics are what this runtime computes (FP64 for double inputs).
+    return NodeError(
+        context, absl::StrCat("stash_type ", stash_type, " is not supported (only 1, float32)"));
+  }
+  const float epsilon = attributes.Float("epsilon", 1e-5f);
+  absl::Status status;
+  const bool handled = Dispatch<AMPC_FLOAT_TYPES>(
+      x.dtype(), [&]<typename T>() { status = LayerNormTyped<T>(context, axis, epsilon); });
+  return handled ? status : UnsupportedType(context, x, "X");
+}
+
+// Per-channel (or, for spatial=0 before opset 9, per-element) affine normalization of planes.
+struct BatchNormShape {
+  int64_t batch, channels, inner, params;
+};
+
+template <typename T>
+absl::Status BatchNormTyped(KernelContext& context, const BatchNormShape& s, bool training) {
+  using C = typename Compute<T>::type;
+  const Attributes attributes = context.attributes();
+  const C epsilon = static_cast<C>(attributes.Float("epsilon", 1e-5f));
+  const C momentum = static_cast<C>(attributes.Float("momentum", 0.9f));
+  std::vector<C> params[4];  // scale, B, mean, var
+  const char* names[4] = {"scale", "B", "input_mean", "input_var"};
+  for (int i = 0; i < 4; ++i) {
+    const Tensor& p = context.in(i + 1);
+    if (!LoadWidened(p, params[i])) return UnsupportedType(context, p, names[i]);
+    if (p.size() != s.params) {
+      return NodeError(context, absl::StrCat(names[i], " has ", p.size(), " elements (shape ",
+                                             ShapeString(p.shape()), "), expected ", s.params));
+    }
+  }
+  const T* px = context.in(0).data<T>();
+  std::vector<C>& mean = params[2];
+  std::vector<C>& var = params[3];
+  if (training) {  // batch statistics (population variance) replace the inputs for Y
+    std::vector<C> running_mean = mean, running_var = var;
+    const C count = static_cast<C>(s.batch * s.inner);
+    for (int64_t c = 0; c < s.channels; ++c) {
+      C sum = 0, squares = 0;
+      for (int64_t n = 0; n < s.batch; ++n) {
+        const T* plane = px + (n * s.channels + c) * s.inner;
+        for (int64_t j = 0; j < s.inner; ++j) sum += Compute<T>::Load(plane[j]);
+      }
+      const C m = sum / count;
+      for (int64_t n = 0; n < s.batch; ++n) {
+        const T* plane = px + (n * s.channels + c) * s.inner;
+        for (int64_t j = 0; j < s.inner; ++j) {
+          const C d = Compute<T>::Load(plane[j]) - m;
+          squares += d * d;
+        }
+      }
+      mean[c] = m;
+      var[c] = squares / count;
+      running_mean[c] = running_mean[c] * momentum + m * (C{1} - momentum);
+      running_var[c] = running_var[c] * momentum + var[c] * (C{1} - momentum);
+    }
+    AMPC_RETURN_IF_ERROR(StoreStatistic(context, 1, {s.channels}, running_mean));
+    AMPC_RETURN_IF_ERROR(StoreStatistic(context, 2, {s.channels}, running_var));
+  }
+  std::vector<C> inv_std(static_cast<size_t>(s.params));
+  for (int64_t p = 0; p < s.params; ++p) inv_std[p] = C{1} / std::sqrt(var[p] + epsilon);
+  AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, context.in(0).shape()));
+  T* py = y->data<T>();
+  const bool per_channel = s.params == s.channels;
+  CpuOf(context.backend())
+      .pool()
+      .ParallelFor(s.batch * s.channels, RowGrain(s.inner), [&](int64_t begin, int64_t end) {
+        for (int64_t plane = begin; plane < end; ++plane) {
+          const int64_t c = plane % s.channels;
+          for (int64_t j = 0; j < s.inner; ++j) {
+            const int64_t p = per_channel ? c : c * s.inner + j;
+            const int64_t i = plane * s.inner + j;
+            py[i] = Compute<T>::Store(
+                (Compute<T>::Load(px[i]) - mean[p]) * inv_std[p] * params[0][p] + params[1][p]);
+          }
+        }
+      });
+  return absl::OkStatus();
+}
+
+// All opsets in inference form; training_mode=1 (opset 14+) normalizes with the batch statistics
+// and outputs running_mean = input_mean * momentum + batch_mean * (1 - momentum) (same for var).
+absl::Status BatchNormalization(KernelContext& context) {
+  const Tensor& x = context.in(0);
+  AMPC_RETURN_IF_ERROR(CheckBatchChannels(context, x));
+  for (int i = 1; i <= 4; ++i) {
+    if (context.input(i) == nullptr) {
+      return NodeError(context, absl::StrCat("input ", i, " is required"));
+    }
+  }
+  const Attributes attributes = context.attributes();
+  const int opset = context.info().opset;
+  const bool training = opset >= 14 && attributes.Int("training_mode", 0) != 0;
+  for (int i = 1; i < context.num_outputs() && !training; ++i) {
+    if (WantsOutput(context, i)) {
+      return NodeError(context, absl::StrCat("output ", i,
+                                             " (a training statistic) is only computed with "
+                                             "training_mode=1, opset 14 or later"));
+    }
+  }
+  BatchNormShape s{x.dim(0), x.dim(1), 1, x.dim(1)};
+  for (int d = 2; d < x.rank(); ++d) s.inner *= x.dim(d);
+  if (opset < 9 && attributes.Int("spatial", 1) == 0) s.params = s.channels * s.inner;
+  absl::Status status;
+  const bool handled = Dispatch<AMPC_FLOAT_TYPES>(
+      x.dtype(), [&]<typename T>() { status = BatchNormTyped<T>(context, s, training); });
+  return handled ? status : UnsupportedType(context, x, "X");
+}
+
+template <typename T>
+absl::Status InstanceNormTyped(KernelContext& context, int64_t channels, int64_t inner) {
+  using C = typename Compute<T>::type;
+  const Tensor& x = context.in(0);
+  const C epsilon = static_cast<C>(context.attributes().Float("epsilon", 1e-5f));
+  std::vector<C> scale, bias;
+  if (!LoadWidened(context.in(1), scale)) return UnsupportedType(context, context.in(1), "scale");
+  if (!LoadWidened(context.in(2), bias)) return UnsupportedType(context, context.in(2), "B");
+  if (static_cast<int64_t>(scale.size()) != channels ||
+      static_cast<int64_t>(bias.size()) != channels) {
+    return NodeError(context,
+                     absl::StrCat("scale and B must have C = ", channels, " elements, got shapes ",
+                                  ShapeString(context.in(1).shape()), " and ",
+                                  ShapeString(context.in(2).shape())));
+  }
+  AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, x.shape()));
+  const T* px = x.data<T>();
+  T* py = y->data<T>();
+  const int64_t planes = inner == 0 ? 0 : x.size() / inner;
+  CpuOf(context.backend()).pool().ParallelFor(planes, RowGrain(inner), [&](int64_t b, int64_t e) {
+    for (int64_t plane = b; plane < e; ++plane) {
+      const T* xp = px + plane * inner;
+      const auto [m, var] = Moments(xp, inner);
+      const C inv = C{1} / std::sqrt(var + epsilon);
+      const int64_t c = plane % channels;
+      for (int64_t j = 0; j < inner; ++j) {
+        py[plane * inner + j] =
+            Compute<T>::Store((Compute<T>::Load(xp[j]) - m) * inv * scale[c] + bias[c]);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+// Y = (X - mean) / sqrt(var + epsilon) * scale[c] + B[c], statistics per (n, c) plane.
+absl::Status InstanceNormalization(KernelContext& context) {
+  const Tensor& x = context.in(0);
+  AMPC_RETURN_IF_ERROR(CheckBatchChannels(context, x));
+  int64_t inner = 1;
+  for (int d = 2; d < x.rank(); ++d) inner *= x.dim(d);
+  absl::Status status;
+  const bool handled = Dispatch<AMPC_FLOAT_TYPES>(
+      x.dtype(), [&]<typename T>() { status = InstanceNormTyped<T>(context, x.dim(1), inner); });
+  return handled ? status : UnsupportedType(context, x, "input");
+}
+
+// Y = X / ||X||_p along `axis` (p = 1 or 2); a zero norm gives 0/0 = NaN, as ONNX's reference.
+absl::Status LpNormalization(KernelContext& context) {
+  const Tensor& x = context.in(0);
+  const Attributes attributes = context.attributes();
+  AMPC_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(context, attributes.Int("axis", -1), x.rank()));
+  const int64_t p = attributes.Int("p", 2);
+  if (p != 1 && p != 2) return NodeError(context, absl::StrCat("p must be 1 or 2, got ", p));
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= x.dim(static_cast<int>(d));
+  for (int d = static_cast<int>(axis) + 1; d < x.rank(); ++d) inner *= x.dim(d);
+  const int64_t length = x.dim(static_cast<int>(axis));
+  AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, x.shape()));
+  const bool handled = Dispatch<AMPC_FLOAT_TYPES>(x.dtype(), [&]<typename T>() {
+    using C = typename Compute<T>::type;
+    const T* px = x.data<T>();
+    T* py = y->data<T>();
+    CpuOf(context.backend())
+        .pool()
+        .ParallelFor(outer * inner, RowGrain(length), [&](int64_t b, int64_t e) {
+          for (int64_t line = b; line < e; ++line) {
+            const int64_t base = (line / inner) * length * inner + line % inner;
+            C norm = 0;
+            for (int64_t k = 0; k < length; ++k) {
+              const C v = Compute<T>::Load(px[base + k * inner]);
+              norm += p == 1 ? std::abs(v) : v * v;
+            }
+            if (p == 2) norm = std::sqrt(norm);
+            for (int64_t k = 0; k < length; ++k) {
+              py[base + k * inner] =
+                  Compute<T>::Store(Compute<T>::Load(px[base + k * inner]) / norm);
+            }
+          }
+        });
+  });
+  return handled ? absl::OkStatus() : UnsupportedType(context, x, "input");
+}
+
+// ONNX's function body: Y = (X - E[X]) / (sqrt(E[(X - E[X])^2]) + 1e-9) over `axes`.
+absl::Status MeanVarianceNormalization(KernelContext& context) {
+  const Tensor& x = context.in(0);
+  const int rank = x.rank();
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  for (int64_t axis : context.attributes().Ints("axes", {0, 2, 3})) {
+    AMPC_ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(context, axis, rank));
+    if (reduced[a]) return NodeError(context, absl::StrCat("axis ", axis, " appears twice"));
+    reduced[a] = true;
+  }
+  // Group of each element: its index with the reduced axes dropped.
+  std::vector<int64_t> group(static_cast<size_t>(x.size()));
+  int64_t groups = 1;
+  std::vector<int64_t> group_stride(static_cast<size_t>(rank), 0);
+  for (int d = rank - 1; d >= 0; --d) {
+    if (!reduced[d]) {
+      group_stride[d] = groups;
+      groups *= x.dim(d);
+    }
+  }
+  std::vector<int64_t> index(static_cast<size_t>(rank), 0);
+  for (int64_t i = 0, g = 0; i < x.size(); ++i) {
+    group[i] = g;
+    for (int d = rank - 1; d >= 0; --d) {
+      g += group_stride[d];
+      if (++index[d] < x.dim(d)) break;
+      g -= index[d] * group_stride[d];
+      index[d] = 0;
+    }
+  }
+  const int64_t per_group = groups == 0 ? 0 : x.size() / groups;
+  AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, x.shape()));
+  const bool handled = Dispatch<AMPC_FLOAT_TYPES>(x.dtype(), [&]<typename T>() {
+    using C = typename Compute<T>::type;
+    const T* px = x.data<T>();
+    T* py = y->data<T>();
+    std::vector<C> mean(static_cast<size_t>(groups), 0), squares(static_cast<size_t>(groups), 0);
+    for (int64_t i = 0; i < x.size(); ++i) mean[group[i]] += Compute<T>::Load(px[i]);
+    for (C& m : mean) m /= static_cast<C>(per_group);
+    for (int64_t i = 0; i < x.size(); ++i) {
+      const C d = Compute<T>::Load(px[i]) - mean[group[i]];
+      squares[group[i]] += d * d;
+    }
+    for (C& s : squares) s = std::sqrt(s / static_cast<C>(per_group)) + static_cast<C>(1e-9);
+    for (int64_t i = 0; i < x.size(); ++i) {
+      py[i] = Compute<T>::Store((Compute<T>::Load(px[i]) - mean[group[i]]) / squares[group[i]]);
+    }
+  });
+  return handled ? absl::OkStatus() : UnsupportedType(context, x, "input");
+}
+
+// The seed of a Dropout node without a `seed` attribute: runs are reproducible.
+constexpr uint64_t kDefaultDropoutSeed = 0x5eed'd50b'0a7c'0de5ULL;
+
+// Dropout. Inference (no training_mode input, or false, or ratio 0; and every opset before 12):
+// Y is X itself and the mask all true. Training (opset 12+): each element is kept with
+// probability 1 - ratio, drawn from this node's own mt19937_64, seeded with the `seed` attribute
+// (kDefaultDropoutSeed without one) and advanced by every run, so successive steps draw different
+// masks and a fresh session repeats the same sequence. Kept elements are scaled by 1/(1 - ratio).
+class DropoutKernel final : public OpKernel {
+ public:
+  explicit DropoutKernel(const KernelInfo& info)
+      : generator_(info.attributes().Has("seed")
+                       ? static_cast<uint64_t>(info.attributes().Int("seed", 0))
+                       : kDefaultDropoutSeed) {}
+
+  absl::Status Compute(KernelContext& context) override {
+    const Tensor& x = context.in(0);
+    const int opset = context.info().opset;
+    float ratio = context.attributes().Float("ratio", 0.5f);
+    bool training = false;
+    if (opset >= 12) {
+      ratio = 0.5f;
+      if (const Tensor* r = context.input(1); r != nullptr) {
+        std::vector<float> value;
+        if (!LoadWidened(*r, value) || value.size() != 1) {
+          return NodeError(context, absl::StrCat("ratio must be one float, got ", r->TypeString()));
+        }
+        ratio = value[0];
+      }
+      if (const Tensor* t = context.input(2); t != nullptr) {
+        if (t->dtype() != DType::kBool || t->size() != 1) {
+          return NodeError(context,
+                           absl::StrCat("training_mode must be one bool, got ", t->TypeString()));
+        }
+        training = t->data<bool>()[0];
+      }
+    }
+    if (!training || ratio == 0.0f) {
+      context.SetOutput(0, x);
+      return WantsOutput(context, 1) ? Mask(context, x.shape(), nullptr) : absl::OkStatus();
+    }
+    if (!(ratio > 0.0f && ratio < 1.0f)) {
+      return NodeError(context, absl::StrCat("ratio must be in [0, 1), got ", ratio));
+    }
+    std::vector<bool> keep(static_cast<size_t>(x.size()));
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (size_t i = 0; i < keep.size(); ++i) {
+        const double u = static_cast<double>(generator_() >> 11) * 0x1.0p-53;  // [0, 1)
+        keep[i] = u >= ratio;
+      }
+    }
+    absl::Status status;
+    Dispatch<AMPC_FLOAT_TYPES>(x.dtype(), [&]<typename T>() {
+      using C = typename ampc::Compute<T>::type;
+      absl::StatusOr<Tensor*> y = context.Output(0, x.shape());
+      if (!y.ok()) {
+        status = y.status();
+        return;
+      }
+      const C scale = C{1} / (C{1} - static_cast<C>(ratio));
+      const T* px = x.data<T>();
+      T* py = (*y)->data<T>();
+      for (size_t i = 0; i < keep.size(); ++i) {
+        py[i] = ampc::Compute<T>::Store(keep[i] ? ampc::Compute<T>::Load(px[i]) * scale : C{0});
+      }
+    });
+    AMPC_RETURN_IF_ERROR(status);
+    return WantsOutput(context, 1) ? Mask(context, x.shape(), &keep) : absl::OkStatus();
+  }
+
+ private:
+  // The mask: bool from opset 10, X's type before (all ones there, as only inference exists).
+  static absl::Status Mask(KernelContext& context, const Shape& shape,
+                           const std::vector<bool>* keep) {
+    AMPC_ASSIGN_OR_RETURN(Tensor * mask, context.Output(1, shape));
+    const bool handled = Dispatch<AMPC_FLOAT_TYPES, DType::kBool>(mask->dtype(), [&]<typename T>() {
+      T* p = mask->data<T>();
+      for (int64_t i = 0; i < mask->size(); ++i) {
+        const bool k = keep == nullptr || (*keep)[i];
+        p[i] = ampc::Compute<T>::Store(static_cast<typename ampc::Compute<T>::type>(k ? 1 : 0));
+      }
+    });
+    return handled ? absl::OkStatus() : UnsupportedType(context, *mask, "mask");
+  }
+
+  std::mutex mutex_;
+  std::mt19937_64 generator_;
+};
+
+}  // namespace
+
+void RegisterNormKernels(KernelRegistry& r) {
+  const std::vector<DType> floats = {AMPC_FLOAT_TYPES};
+  r.Register("cpu", "", "LayerNormalization", {{0, floats}, {1, floats}, {2, floats}},
+             LayerNormalization);
+  r.Register("cpu", "", "BatchNormalization",
+             {{0, floats}, {1, floats}, {2, floats}, {3, floats}, {4, floats}}, BatchNormalization);
+  r.Register("cpu", "", "InstanceNormalization", {{0, floats}, {1, floats}, {2, floats}},
+             InstanceNormalization);
+  r.Register("cpu", "LpNormalization", floats, LpNormalization);
+  r.Register("cpu", "MeanVarianceNormalization", floats, MeanVarianceNormalization);
+  r.Register(KernelDef{"",
+                       "Dropout",
+                       "cpu",
+                       {{0, floats}, {1, floats}, {2, {DType::kBool}}},
+                       [](const KernelInfo& info) -> absl::StatusOr<std::unique_ptr<OpKernel>> {
+                         return std::make_unique<DropoutKernel>(info);
+                       }});
+  RegisterPoolKernels(r);
+}
 
 }  // namespace ampc

@@ -1,0 +1,43 @@
+// Helpers shared by the normalization and pooling kernels (norm_kernels.cc, norm_pool_kernels.cc).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/dtype.h"
+#include "runtime/kernel.h"
+#include "runtime/kernel_registry.h"
+
+namespace ampc {
+
+// Pooling ops: MaxPool, AveragePool, LpPool and the global pools (norm_pool_kernels.cc).
+void RegisterPoolKernels(KernelRegistry& registry);
+
+// Whether the node names output i (an optional output left out, or named "", is not computed).
+inline bool WantsOutput(const KernelContext& context, int i) {
+  return i < context.num_outputs() && !context.info().node.output(i).empty();
+}
+
+// The elements of a float tensor of any float dtype, widened to C; false for another dtype.
+template <typename C>
+bool LoadWidened(const Tensor& tensor, std::vector<C>& values) {
+  return Dispatch<AMPC_FLOAT_TYPES>(tensor.dtype(), [&]<typename T>() {
+    const T* p = tensor.data<T>();
+    values.resize(static_cast<size_t>(tensor.size()));
+    for (size_t i = 0; i < values.size(); ++i) {
+      values[i] = static_cast<C>(Compute<T>::Load(p[i]));
+    }
+  });
+}
+
+// Rounds values once into a float tensor of any float dtype; false for another dtype.
+template <typename C>
+bool StoreRounded(const std::vector<C>& values, Tensor& tensor) {
+  return Dispatch<AMPC_FLOAT_TYPES>(tensor.dtype(), [&]<typename T>() {
+    using W = typename Compute<T>::type;
+    T* p = tensor.data<T>();
+    for (size_t i = 0; i < values.size(); ++i) p[i] = Compute<T>::Store(static_cast<W>(values[i]));
+  });
+}
+
+}  // namespace ampc
