@@ -13,31 +13,18 @@
 #include "runtime/cpu_backend.h"
 #include "runtime/session.h"
 #include "tests/support/model_text.h"
+#include "tests/support/tensors.h"
 
 namespace ampc {
 namespace {
 
+using testing::Halves;
+using testing::Make;
+using testing::Values;
+
 using ::testing::ElementsAre;
 using ::testing::FloatNear;
 using ::testing::HasSubstr;
-
-template <typename T>
-Tensor Make(DType dtype, Shape shape, const std::vector<T>& values) {
-  Tensor t = Tensor::Host(dtype, std::move(shape));
-  for (size_t i = 0; i < values.size(); ++i) t.data<T>()[i] = values[i];
-  return t;
-}
-
-Tensor Halves(Shape shape, const std::vector<float>& values) {
-  Tensor t = Tensor::Host(DType::kFloat16, std::move(shape));
-  for (size_t i = 0; i < values.size(); ++i) t.data<Half>()[i] = Half{FloatToHalf(values[i])};
-  return t;
-}
-
-template <typename T>
-std::vector<T> Values(const Tensor& t) {
-  return std::vector<T>(t.data<T>(), t.data<T>() + t.size());
-}
 
 std::vector<uint16_t> Bits(const Tensor& t) {
   std::vector<uint16_t> bits;

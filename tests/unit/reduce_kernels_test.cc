@@ -14,29 +14,19 @@
 #include "runtime/cpu_backend.h"
 #include "runtime/session.h"
 #include "tests/support/model_text.h"
+#include "tests/support/tensors.h"
 
 namespace ampc {
 namespace {
 
+using testing::Floats;
+using testing::Halves;
+using testing::Int64s;
+using testing::Make;
+using testing::Values;
+
 using ::testing::HasSubstr;
 
-template <typename T>
-Tensor Make(DType dtype, Shape shape, const std::vector<T>& values) {
-  Tensor t = Tensor::Host(dtype, std::move(shape));
-  for (size_t i = 0; i < values.size(); ++i) t.data<T>()[i] = values[i];
-  return t;
-}
-Tensor Floats(Shape shape, const std::vector<float>& v) { return Make(DType::kFloat, shape, v); }
-Tensor Int64s(Shape shape, const std::vector<int64_t>& v) { return Make(DType::kInt64, shape, v); }
-Tensor Halves(Shape shape, const std::vector<float>& values) {
-  Tensor t = Tensor::Host(DType::kFloat16, std::move(shape));
-  for (size_t i = 0; i < values.size(); ++i) t.data<Half>()[i] = Half{FloatToHalf(values[i])};
-  return t;
-}
-template <typename T>
-std::vector<T> Values(const Tensor& t) {
-  return {t.data<T>(), t.data<T>() + t.size()};
-}
 float HalfAt(const Tensor& t, int64_t i) { return HalfToFloat(t.data<Half>()[i].bits); }
 
 // 0, 1, ..., n-1 scaled and shifted so values are distinct, mixed in sign and not round.

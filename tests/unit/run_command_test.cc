@@ -127,10 +127,10 @@ TEST_F(RunCommandTest, BadNpyNamesTheFile) {
 }
 
 TEST_F(RunCommandTest, UnsupportedOpFailsBeforeRunningNamingTheNode) {
-  const std::string m = Write("det.onnx", testing::ParseModelText(R"(
+  const std::string m = Write("unpool.onnx", testing::ParseModelText(R"(
 <ir_version: 8, opset_import: ["" : 17]>
-g (float[2, 2] x) => (float[2, 2] y) {
-  y = StringNormalizer(x)
+g (float[1, 1, 2, 2] x, int64[1, 1, 2, 2] i) => (float[1, 1, 4, 4] y) {
+  y = MaxUnpool <kernel_shape = [2, 2], strides = [2, 2]> (x, i)
 }
 )")
                                               .SerializeAsString());
@@ -138,7 +138,7 @@ g (float[2, 2] x) => (float[2, 2] y) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(
       r.err,
-      HasSubstr(m + ": StringNormalizer node producing 'y': op not supported on the cpu backend"));
+      HasSubstr(m + ": MaxUnpool node producing 'y': op not supported on the cpu backend"));
 }
 
 }  // namespace

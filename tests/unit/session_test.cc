@@ -8,19 +8,15 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/cpu_backend.h"
 #include "tests/support/model_text.h"
+#include "tests/support/tensors.h"
 
 namespace ampc {
 namespace {
 
+using testing::Floats;
+using testing::Values;
+
 using ::testing::HasSubstr;
-
-Tensor FloatTensor(Shape shape, const std::vector<float>& values) {
-  Tensor t = Tensor::Host(DType::kFloat, std::move(shape));
-  for (size_t i = 0; i < values.size(); ++i) t.data<float>()[i] = values[i];
-  return t;
-}
-
-std::vector<float> Values(const Tensor& t) { return {t.data<float>(), t.data<float>() + t.size()}; }
 
 constexpr char kChain[] = R"(
 <ir_version: 8, opset_import: ["" : 17]>
@@ -36,13 +32,13 @@ TEST(SessionTest, RunsAChainWithBroadcasting) {
   CpuBackend backend(2);
   auto session = Session::Create(testing::ParseModelText(kChain), DefaultRegistry(), backend);
   ASSERT_TRUE(session.ok()) << session.status();
-  std::vector<Tensor> inputs = {FloatTensor({2, 3}, {1, -2, 3, -4, 5, -6}),
-                                FloatTensor({3}, {0.5f, 0.5f, -10})};
+  std::vector<Tensor> inputs = {Floats({2, 3}, {1, -2, 3, -4, 5, -6}),
+                                Floats({3}, {0.5f, 0.5f, -10})};
   auto outputs = (*session)->Run(inputs);
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   ASSERT_EQ(outputs->size(), 1u);
   EXPECT_EQ((*outputs)[0].shape(), (Shape{2, 3}));
-  EXPECT_EQ(Values((*outputs)[0]), (std::vector<float>{1.5f, 0, 0, 0, 5.5f, 0}));
+  EXPECT_EQ(Values<float>((*outputs)[0]), (std::vector<float>{1.5f, 0, 0, 0, 5.5f, 0}));
 }
 
 TEST(SessionTest, FreesValuesAfterTheirLastUseSoBuffersAreReused) {
@@ -64,14 +60,14 @@ TEST(SessionTest, UnsupportedOpFailsAtCreationNamingNodeAndOp) {
   CpuBackend backend(1);
   auto session = Session::Create(testing::ParseModelText(R"(
 <ir_version: 8, opset_import: ["" : 17]>
-g (float[2] x) => (float[2] y) {
-  y = Det(x)
+g (float[1, 1, 2, 2] x, int64[1, 1, 2, 2] i) => (float[1, 1, 4, 4] y) {
+  y = MaxUnpool <kernel_shape = [2, 2], strides = [2, 2]> (x, i)
 }
 )"),
                                  DefaultRegistry(), backend);
   ASSERT_FALSE(session.ok());
   EXPECT_EQ(session.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(session.status().message(), HasSubstr("Det node producing 'y'"));
+  EXPECT_THAT(session.status().message(), HasSubstr("MaxUnpool node producing 'y'"));
 }
 
 TEST(SessionTest, UnsupportedElementTypeFailsAtCreationNamingTypes) {

@@ -13,21 +13,18 @@
 #include "runtime/cpu_backend.h"
 #include "runtime/session.h"
 #include "tests/support/model_text.h"
+#include "tests/support/tensors.h"
 
 namespace ampc {
 namespace {
+
+using testing::Make;
+using testing::Values;
 
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
-template <typename T>
-Tensor Make(DType dtype, Shape shape, const std::vector<T>& values) {
-  Tensor t = Tensor::Host(dtype, std::move(shape));
-  EXPECT_EQ(static_cast<int64_t>(values.size()), t.size());
-  for (size_t i = 0; i < values.size(); ++i) t.data<T>()[i] = values[i];
-  return t;
-}
 Tensor F32(Shape shape, const std::vector<float>& v) { return Make(DType::kFloat, shape, v); }
 Tensor I64(Shape shape, const std::vector<int64_t>& v) { return Make(DType::kInt64, shape, v); }
 Tensor I32(Shape shape, const std::vector<int32_t>& v) { return Make(DType::kInt32, shape, v); }
@@ -39,11 +36,6 @@ Tensor Iota(DType dtype, Shape shape) {  // 0, 1, 2, ... in any dtype
     }
   });
   return t;
-}
-
-template <typename T>
-std::vector<T> Values(const Tensor& t) {
-  return {t.data<T>(), t.data<T>() + t.size()};
 }
 
 struct OpResult {
