@@ -14,23 +14,15 @@
 #include "runtime/cpu_backend.h"
 #include "runtime/session.h"
 #include "tests/support/model_text.h"
+#include "tests/support/tensors.h"
 
 namespace ampc {
 namespace {
 
 using ::testing::HasSubstr;
 
-Tensor Floats(Shape shape, const std::vector<float>& values) {
-  Tensor t = Tensor::Host(DType::kFloat, std::move(shape));
-  for (size_t i = 0; i < values.size(); ++i) t.data<float>()[i] = values[i];
-  return t;
-}
-
-Tensor Halves(Shape shape, const std::vector<float>& values) {
-  Tensor t = Tensor::Host(DType::kFloat16, std::move(shape));
-  for (size_t i = 0; i < values.size(); ++i) t.data<Half>()[i] = Half{FloatToHalf(values[i])};
-  return t;
-}
+using testing::Floats;
+using testing::Halves;
 
 std::vector<float> ValuesOf(const Tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.size()));
