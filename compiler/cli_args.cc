@@ -23,6 +23,12 @@ absl::CommandLineFlag* FindFlag(absl::string_view name) {
 
 bool IsBool(const absl::CommandLineFlag& flag) { return flag.IsOfType<bool>(); }
 
+// Flags given once per value (`--input a=x.pb --input b=y.npy`); other list flags take one
+// comma-separated value (`--block-op=Softmax,Exp`), and a repeat replaces it.
+bool IsRepeatable(const absl::CommandLineFlag& flag) {
+  return flag.Name() == "input" && flag.IsOfType<std::vector<std::string>>();
+}
+
 absl::Status SetFlag(absl::CommandLineFlag& flag, absl::string_view value) {
   std::string error;
   if (flag.ParseFrom(value, &error)) return absl::OkStatus();
@@ -52,7 +58,7 @@ absl::Status ScanFlag(int argc, char** argv, int& i, CommandLine& line) {
     return UsageError(absl::StrCat("flag '", arg, "' needs a value"));
   }
   absl::string_view value = has_value ? body.substr(name.size() + 1) : argv[++i];
-  if (flag->IsOfType<std::vector<std::string>>()) {
+  if (IsRepeatable(*flag)) {
     line.repeated[std::string(flag->Name())].emplace_back(value);
     return absl::OkStatus();
   }

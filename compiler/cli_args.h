@@ -12,8 +12,7 @@ namespace ampc {
 
 struct CommandLine {
   std::vector<std::string> positionals;
-  // Values of std::vector<std::string> flags, one per occurrence (`--input a=1 --input b=2`),
-  // by flag name with underscores.
+  // Values of repeatable flags (--input), one per occurrence, by flag name.
   std::map<std::string, std::vector<std::string>> repeated;
   bool help = false;
   bool version = false;
