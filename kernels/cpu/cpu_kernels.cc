@@ -10,6 +10,7 @@ void RegisterCpuKernels(KernelRegistry& registry) {
   RegisterTensorKernels(registry);
   RegisterMathKernels(registry);
   RegisterControlFlowKernels(registry);
+  RegisterGradKernels(registry);
 }
 
 const KernelRegistry& DefaultRegistry() {

@@ -1,0 +1,191 @@
+// LayerNormalizationGrad and BatchNormalizationGrad (ai.ampc): the backward of norm_kernels.cc's
+// forward given the statistics it saved. With xhat = (x - mean) * inv_std and g = dy * scale:
+// dx = inv_std * (g - mean(g) - xhat * mean(g * xhat)) over the normalized elements,
+// dscale = sum(dy * xhat) and dbias = sum(dy) over the others.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "kernels/cpu/broadcast.h"
+#include "kernels/cpu/grad_common.h"
+
+namespace ampc::grad {
+
+// The statistics input i (mean or inverse standard deviation, any float type) as `count` values.
+template <typename C>
+absl::Status LoadStatistic(const KernelContext& context, int i, const char* name, int64_t count,
+                           std::vector<C>& values) {
+  const Tensor* t = context.input(i);
+  if (t == nullptr) return NodeError(context, absl::StrCat("input ", name, " is required"));
+  if (!Widen(*t, values)) {
+    return NodeError(context,
+                     absl::StrCat(name, " must be a float tensor, got ", DTypeName(t->dtype())));
+  }
+  if (t->size() != count) {
+    return NodeError(context, absl::StrCat(name, " has shape ", ShapeString(t->shape()),
+                                           ", expected ", count, " values"));
+  }
+  return absl::OkStatus();
+}
+
+// Scale broadcast to the normalized shape, as LayerNormalization reads it.
+template <typename T, typename C = typename Compute<T>::type>
+absl::StatusOr<std::vector<C>> ExpandScale(const KernelContext& context, const Tensor& scale,
+                                           const Shape& target) {
+  std::optional<Shape> shape = BroadcastShapes(target, scale.shape());
+  if (!shape.has_value() || *shape != target) {
+    return NodeError(
+        context, absl::StrCat("scale of shape ", ShapeString(scale.shape()),
+                              " does not broadcast to the normalized shape ", ShapeString(target)));
+  }
+  const std::vector<C> values = Load<T>(scale);
+  std::vector<C> out(static_cast<size_t>(ElementCount(target)));
+  const Shape* inputs[] = {&scale.shape()};
+  BroadcastIndex index(target, inputs);
+  index.ForRange(0, static_cast<int64_t>(out.size()),
+                 [&](int64_t i, std::span<const int64_t> offsets) { out[i] = values[offsets[0]]; });
+  return out;
+}
+
+// LayerNormalizationGrad(dy, x, scale, mean, inv_std) -> dx, dscale, dbias; `axis` as the
+// forward's. dscale and dbias have the normalized shape x.shape[axis:] (the autodiff pass reduces
+// them to Scale's and B's shapes where those broadcast).
+template <typename T>
+absl::Status LayerNormGradTyped(KernelContext& context, int axis) {
+  using C = typename Compute<T>::type;
+  const Tensor& x = context.in(1);
+  const Shape normalized(x.shape().begin() + axis, x.shape().end());
+  const int64_t cols = ElementCount(normalized);
+  const int64_t rows = cols == 0 ? 0 : x.size() / cols;
+  AMPC_ASSIGN_OR_RETURN(std::vector<C> scale, ExpandScale<T>(context, context.in(2), normalized));
+  std::vector<C> mean, inv;
+  AMPC_RETURN_IF_ERROR(LoadStatistic(context, 3, "mean", rows, mean));
+  AMPC_RETURN_IF_ERROR(LoadStatistic(context, 4, "inv_std_dev", rows, inv));
+  const T* pdy = context.in(0).data<T>();
+  const T* px = x.data<T>();
+  const auto xhat = [&](int64_t r, int64_t j) {
+    return (static_cast<C>(Compute<T>::Load(px[r * cols + j])) - mean[r]) * inv[r];
+  };
+  if (Wants(context, 0)) {
+    AMPC_ASSIGN_OR_RETURN(Tensor * dx, context.Output(0, x.shape()));
+    T* pdx = dx->data<T>();
+    ParallelFor(context, rows, cols, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        C sum_g = 0, sum_gx = 0;
+        for (int64_t j = 0; j < cols; ++j) {
+          const C g = Compute<T>::Load(pdy[r * cols + j]) * scale[j];
+          sum_g += g;
+          sum_gx += g * xhat(r, j);
+        }
+        const C mean_g = sum_g / static_cast<C>(cols), mean_gx = sum_gx / static_cast<C>(cols);
+        for (int64_t j = 0; j < cols; ++j) {
+          const C g = Compute<T>::Load(pdy[r * cols + j]) * scale[j];
+          pdx[r * cols + j] = Compute<T>::Store(inv[r] * (g - mean_g - xhat(r, j) * mean_gx));
+        }
+      }
+    });
+  }
+  std::vector<C> dscale(static_cast<size_t>(cols)), dbias(static_cast<size_t>(cols));
+  ParallelFor(context, cols, rows, [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) {
+      C s = 0, b = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const C g = Compute<T>::Load(pdy[r * cols + j]);
+        s += g * xhat(r, j);
+        b += g;
+      }
+      dscale[j] = s;
+      dbias[j] = b;
+    }
+  });
+  if (Wants(context, 1)) AMPC_RETURN_IF_ERROR(Store<T>(context, 1, normalized, dscale));
+  if (Wants(context, 2)) AMPC_RETURN_IF_ERROR(Store<T>(context, 2, normalized, dbias));
+  return absl::OkStatus();
+}
+
+inline absl::Status LayerNormalizationGrad(KernelContext& context) {
+  AMPC_RETURN_IF_ERROR(CheckSameType(context, {1, 2}, {"x", "scale"}));
+  const Tensor& x = context.in(1);
+  AMPC_RETURN_IF_ERROR(CheckShape(context, context.in(0), "dy", x.shape()));
+  const int64_t axis = context.attributes().Int("axis", -1);
+  if (axis < -x.rank() || axis >= x.rank()) {
+    return NodeError(context,
+                     absl::StrCat("axis ", axis, " is out of range for x of rank ", x.rank()));
+  }
+  absl::Status status;
+  const bool handled = Dispatch<AMPC_FLOAT_TYPES>(x.dtype(), [&]<typename T>() {
+    status = LayerNormGradTyped<T>(context, static_cast<int>(axis < 0 ? axis + x.rank() : axis));
+  });
+  return handled ? status : Unsupported(context);
+}
+
+// BatchNormalizationGrad(dy, x, scale, saved_mean, saved_inv_std) -> dx, dscale, dbias: the
+// backward of training-mode BatchNormalization (batch statistics over N and the spatial axes, per
+// channel). `epsilon` is the forward's; saved_inv_std already includes it.
+template <typename T>
+absl::Status BatchNormGradTyped(KernelContext& context) {
+  using C = typename Compute<T>::type;
+  const Tensor& x = context.in(1);
+  const int64_t batch = x.dim(0), channels = x.dim(1);
+  const int64_t inner = batch * channels == 0 ? 0 : x.size() / (batch * channels);
+  const std::vector<C> scale = Load<T>(context.in(2));
+  std::vector<C> mean, inv;
+  AMPC_RETURN_IF_ERROR(LoadStatistic(context, 3, "saved_mean", channels, mean));
+  AMPC_RETURN_IF_ERROR(LoadStatistic(context, 4, "saved_inv_std", channels, inv));
+  const T* pdy = context.in(0).data<T>();
+  const T* px = x.data<T>();
+  std::vector<C> dscale(static_cast<size_t>(channels)), dbias(static_cast<size_t>(channels));
+  T* pdx = nullptr;
+  if (Wants(context, 0)) {
+    AMPC_ASSIGN_OR_RETURN(Tensor * dx, context.Output(0, x.shape()));
+    pdx = dx->data<T>();
+  }
+  const C count = static_cast<C>(batch * inner);
+  ParallelFor(context, channels, batch * inner, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      const auto xhat = [&](int64_t i) {
+        return (static_cast<C>(Compute<T>::Load(px[i])) - mean[c]) * inv[c];
+      };
+      C s = 0, b = 0;
+      for (int64_t n = 0; n < batch; ++n) {
+        for (int64_t i = (n * channels + c) * inner, j = 0; j < inner; ++i, ++j) {
+          const C g = Compute<T>::Load(pdy[i]);
+          s += g * xhat(i);
+          b += g;
+        }
+      }
+      dscale[c] = s;
+      dbias[c] = b;
+      if (pdx == nullptr) continue;
+      const C k = scale[c] * inv[c];
+      for (int64_t n = 0; n < batch; ++n) {
+        for (int64_t i = (n * channels + c) * inner, j = 0; j < inner; ++i, ++j) {
+          const C g = Compute<T>::Load(pdy[i]);
+          pdx[i] = Compute<T>::Store(k * (g - b / count - xhat(i) * s / count));
+        }
+      }
+    }
+  });
+  if (Wants(context, 1)) AMPC_RETURN_IF_ERROR(Store<T>(context, 1, {channels}, dscale));
+  if (Wants(context, 2)) AMPC_RETURN_IF_ERROR(Store<T>(context, 2, {channels}, dbias));
+  return absl::OkStatus();
+}
+
+inline absl::Status BatchNormalizationGrad(KernelContext& context) {
+  AMPC_RETURN_IF_ERROR(CheckSameType(context, {1, 2}, {"x", "scale"}));
+  const Tensor& x = context.in(1);
+  if (x.rank() < 2) {
+    return NodeError(context, absl::StrCat("x must be N x C x ... (rank 2 or more), got shape ",
+                                           ShapeString(x.shape())));
+  }
+  AMPC_RETURN_IF_ERROR(CheckShape(context, context.in(0), "dy", x.shape()));
+  AMPC_RETURN_IF_ERROR(CheckShape(context, context.in(2), "scale", {x.dim(1)}));
+  absl::Status status;
+  const bool handled = Dispatch<AMPC_FLOAT_TYPES>(
+      x.dtype(), [&]<typename T>() { status = BatchNormGradTyped<T>(context); });
+  return handled ? status : Unsupported(context);
+}
+
+}  // namespace ampc::grad
