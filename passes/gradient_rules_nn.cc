@@ -1,0 +1,84 @@
+// Gradients of losses, softmax, normalization, convolution and pooling: ai.ampc gradient ops
+// (docs/training-design.md, "Gradient ops"), since standard ONNX has no clean expression.
+#include <onnx/defs/attr_proto_util.h>
+
+#include "passes/gradient_rules.h"
+
+namespace ampc {
+namespace {
+
+constexpr char kGradOpDomain[] = "ai.ampc";  // passes/ampc_ops.h's kAmpcDomain
+
+// Appends ai.ampc `op` with `outputs` outputs; output i is named only where input slot
+// `output_slots[i]` needs a gradient ("" otherwise), and becomes that slot's gradient.
+absl::Status AmpcGrad(GradientContext& c, const std::string& op,
+                      const std::vector<std::string>& inputs, const std::vector<int>& output_slots,
+                      std::vector<onnx::AttributeProto> attributes) {
+  onnx::NodeProto& node =
+      c.b().Node(op, inputs, static_cast<int>(output_slots.size()), kGradOpDomain);
+  for (onnx::AttributeProto& attribute : attributes) *node.add_attribute() = std::move(attribute);
+  for (size_t i = 0; i < output_slots.size(); ++i) {
+    if (!c.NeedsGrad(output_slots[i])) node.set_output(static_cast<int>(i), "");
+    c.SetGrad(output_slots[i], node.output(static_cast<int>(i)));
+  }
+  while (node.output_size() > 0 && node.output(node.output_size() - 1).empty()) {
+    node.mutable_output()->RemoveLast();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SoftmaxCrossEntropyLossGrad(GradientContext& c) {
+  const std::string log_prob = c.EnsureOutput(1, "log_prob");
+  std::vector<std::string> inputs = {c.dy(), log_prob, c.input(1)};
+  if (c.num_inputs() > 2 && !c.input(2).empty()) inputs.push_back(c.input(2));
+  return AmpcGrad(c, "SoftmaxCrossEntropyLossGrad", inputs, {0},
+                  c.CopyAttributes({"reduction", "ignore_index"}));
+}
+
+GradientRule SoftmaxLike(const char* grad_op) {
+  return {[grad_op](GradientContext& c) {
+            return AmpcGrad(c, grad_op, {c.dy(), c.output(0)}, {0},
+                            {onnx::MakeAttribute("axis", c.Int("axis", -1))});
+          },
+          {}};
+}
+
+absl::Status LayerNormalizationGrad(GradientContext& c) {
+  const std::string mean = c.EnsureOutput(1, "mean");
+  const std::string inv_std_dev = c.EnsureOutput(2, "inv_std_dev");
+  return AmpcGrad(c, "LayerNormalizationGrad", {c.dy(), c.input(0), c.input(1), mean, inv_std_dev},
+                  {0, 1, 2}, c.CopyAttributes({"axis"}));
+}
+
+absl::Status ConvGrad(GradientContext& c) {
+  return AmpcGrad(
+      c, "ConvGrad", {c.dy(), c.input(0), c.input(1)}, {0, 1, 2},
+      c.CopyAttributes({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
+}
+
+absl::Status MaxPoolGrad(GradientContext& c) {
+  if (c.Int("storage_order", 0) != 0)
+    return c.Error("MaxPool with storage_order 1 has no gradient");
+  const std::string indices = c.EnsureOutput(1, "indices");
+  return AmpcGrad(c, "MaxPoolGrad", {c.dy(), indices, c.input(0)}, {0}, {});
+}
+
+absl::Status AveragePoolGrad(GradientContext& c) {
+  return AmpcGrad(c, "AveragePoolGrad", {c.dy(), c.input(0)}, {0},
+                  c.CopyAttributes({"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape",
+                                    "pads", "strides"}));
+}
+
+}  // namespace
+
+void AddNnGradientRules(GradientRuleTable& table) {
+  table.emplace_back("SoftmaxCrossEntropyLoss", GradientRule{SoftmaxCrossEntropyLossGrad, {2}});
+  table.emplace_back("Softmax", SoftmaxLike("SoftmaxGrad"));
+  table.emplace_back("LogSoftmax", SoftmaxLike("LogSoftmaxGrad"));
+  table.emplace_back("LayerNormalization", GradientRule{LayerNormalizationGrad, {}});
+  table.emplace_back("Conv", GradientRule{ConvGrad, {}});
+  table.emplace_back("MaxPool", GradientRule{MaxPoolGrad, {}});
+  table.emplace_back("AveragePool", GradientRule{AveragePoolGrad, {}});
+}
+
+}  // namespace ampc

@@ -1,0 +1,174 @@
+// The autodiff pass's standard-ONNX gradient rules against central finite differences, in FP64 on
+// the CPU runtime: each case is loss = ReduceSum(op(operands) * r) with r fixed, so the gradient
+// of every param operand is checked elementwise (also through the Mul and ReduceSum rules).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tests/support/gradient_check.h"
+
+namespace ampc {
+namespace {
+
+using testing::GradientCase;
+using ::testing::HasSubstr;
+using testing::Operand;
+
+// The FP32 round trip rounds x + h: a larger step, and a tolerance for FP32's rounding of it.
+GradientCase CastCase() {
+  GradientCase c("Cast_to_float_and_back", {Operand("x", {2, 3})},
+                 "c = Cast <to = 1> (x)\n  y = Cast <to = 11> (c)", {2, 3});
+  c.h = 1e-2;
+  c.tolerance = 1e-4;
+  return c;
+}
+
+std::vector<GradientCase> Cases() {
+  const Operand x("x", {2, 3});
+  return {
+      {"Add_broadcast", {x, {"p", {3}}}, "y = Add(x, p)", {2, 3}},
+      {"Sub_broadcast", {x, {"p", {2, 1}}}, "y = Sub(x, p)", {2, 3}},
+      {"Mul_broadcast", {x, {"p", {1, 3}}}, "y = Mul(p, x)", {2, 3}},
+      {"Mul_same_value_twice", {x}, "y = Mul(x, x)", {2, 3}},
+      {"Div_broadcast", {x, Operand::Positive("p", {3})}, "y = Div(x, p)", {2, 3}},
+      {"Add_scalar_broadcast", {x, {"p", {}}}, "y = Add(x, p)", {2, 3}},
+      {"Neg", {x}, "y = Neg(x)", {2, 3}},
+      {"Relu", {x}, "y = Relu(x)", {2, 3}},
+      {"LeakyRelu", {x}, "y = LeakyRelu <alpha = 0.2> (x)", {2, 3}},
+      {"Sigmoid", {x}, "y = Sigmoid(x)", {2, 3}},
+      {"Tanh", {x}, "y = Tanh(x)", {2, 3}},
+      {"Erf", {x}, "y = Erf(x)", {2, 3}},
+      {"Sqrt", {Operand::Positive("x", {2, 3})}, "y = Sqrt(x)", {2, 3}},
+      {"Exp", {x}, "y = Exp(x)", {2, 3}},
+      {"Log", {Operand::Positive("x", {2, 3})}, "y = Log(x)", {2, 3}},
+      {"Pow_constant_exponent",
+       {Operand::Positive("x", {2, 3})},
+       "e = Constant <value = double {2.5}> ()\n  y = Pow(x, e)",
+       {2, 3}},
+      {"Identity", {x}, "y = Identity(x)", {2, 3}},
+      CastCase(),
+      {"MatMul", {x, {"w", {3, 4}}}, "y = MatMul(x, w)", {2, 4}},
+      {"MatMul_batch_broadcast", {{"x", {2, 2, 3}}, {"w", {3, 4}}}, "y = MatMul(x, w)", {2, 2, 4}},
+      {"Gemm_transB_bias",
+       {x, {"w", {4, 3}}, {"b", {4}}},
+       "y = Gemm <transB = 1> (x, w, b)",
+       {2, 4}},
+      {"Gemm_transA_alpha_beta",
+       {{"a", {3, 2}}, {"w", {3, 4}}, {"b", {1, 4}}},
+       "y = Gemm <transA = 1, alpha = 0.5, beta = 2.0> (a, w, b)",
+       {2, 4}},
+      {"Gemm_transA_transB",
+       {{"a", {3, 2}}, {"w", {4, 3}}, {"b", {2, 4}}},
+       "y = Gemm <transA = 1, transB = 1> (a, w, b)",
+       {2, 4}},
+      {"Flatten", {{"x", {2, 3, 2}}}, "y = Flatten <axis = 1> (x)", {2, 6}},
+      {"Reshape", {x}, "s = Constant <value_ints = [3, 2]> ()\n  y = Reshape(x, s)", {3, 2}},
+      {"Transpose", {{"x", {2, 3, 4}}}, "y = Transpose <perm = [2, 0, 1]> (x)", {4, 2, 3}},
+      {"Squeeze",
+       {{"x", {2, 1, 3}}},
+       "a = Constant <value_ints = [1]> ()\n  y = Squeeze(x, a)",
+       {2, 3}},
+      {"Unsqueeze", {x}, "a = Constant <value_ints = [0]> ()\n  y = Unsqueeze(x, a)", {1, 2, 3}},
+      {"Concat", {x, {"p", {2, 2}}}, "y = Concat <axis = 1> (x, p)", {2, 5}},
+      {"Split_one_output_unused",
+       {{"x", {2, 5}}},
+       "s = Constant <value_ints = [2, 3]> ()\n  y, z = Split <axis = 1> (x, s)",
+       {2, 2}},
+      {"Slice",
+       {{"x", {3, 4}}},
+       "s = Constant <value_ints = [1, 0]> ()\n  e = Constant <value_ints = [3, 3]> ()\n"
+       "  y = Slice(x, s, e)",
+       {2, 3}},
+      {"Slice_negative_step",
+       {{"x", {3, 5}}},
+       "s = Constant <value_ints = [-1]> ()\n  e = Constant <value_ints = [-6]> ()\n"
+       "  a = Constant <value_ints = [1]> ()\n  t = Constant <value_ints = [-2]> ()\n"
+       "  y = Slice(x, s, e, a, t)",
+       {3, 3}},
+      {"Gather_embedding",
+       {{"t", {4, 3}}, Operand::Fixed("i", {2, 3}, "int64", {0, 2, 2, 3, 0, 0})},
+       "y = Gather(t, i)",
+       {2, 3, 3}},
+      {"Where",
+       {Operand::Fixed("c", {2, 3}, "bool", {1, 0, 1, 1, 0, 0}), x, {"p", {3}}},
+       "y = Where(c, x, p)",
+       {2, 3}},
+      {"ReduceSum_keepdims0",
+       {{"x", {2, 3, 4}}},
+       "a = Constant <value_ints = [1]> ()\n  y = ReduceSum <keepdims = 0> (x, a)",
+       {2, 4}},
+      {"ReduceMean_keepdims1", {{"x", {2, 3, 4}}}, "y = ReduceMean <axes = [0, 2]> (x)", {1, 3, 1}},
+      {"ReduceMean_all", {x}, "y = ReduceMean <keepdims = 0> (x)", {}},
+      {"Expand",
+       {{"x", {3, 1}}},
+       "s = Constant <value_ints = [2, 3, 4]> ()\n  y = Expand(x, s)",
+       {2, 3, 4}},
+      {"GlobalAveragePool", {{"x", {2, 3, 2, 2}}}, "y = GlobalAveragePool(x)", {2, 3, 1, 1}},
+      {"Parameter_used_twice", {x, {"p", {3}}}, "m = Mul(x, p)\n  y = Add(m, p)", {2, 3}},
+      {"Chain_mlp_layer",
+       {Operand("x", {2, 3}, false), {"w", {4, 3}}, {"b", {4}}},
+       "h = Gemm <transB = 1> (x, w, b)\n  y = Tanh(h)",
+       {2, 4}},
+  };
+}
+
+class GradientRuleTest : public ::testing::TestWithParam<GradientCase> {};
+
+TEST_P(GradientRuleTest, MatchesCentralFiniteDifferences) {
+  const GradientCase& c = GetParam();
+  absl::StatusOr<std::vector<testing::GradientComparison>> result = testing::CheckGradients(c, c.h);
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (const testing::GradientComparison& cmp : *result) {
+    ASSERT_EQ(cmp.analytic.size(), cmp.numeric.size()) << cmp.parameter;
+    for (size_t i = 0; i < cmp.numeric.size(); ++i) {
+      EXPECT_NEAR(cmp.analytic[i], cmp.numeric[i], c.tolerance * (1 + std::abs(cmp.numeric[i])))
+          << "d loss / d " << cmp.parameter << "[" << i << "]";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(StandardOps, GradientRuleTest, ::testing::ValuesIn(Cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(Autodiff, OpWithoutRuleOnThePathIsAnErrorNamingTheNode) {
+  GradientCase c{"Abs", {{"x", {2, 3}}}, "z = Neg(x)\n  y = Abs(z)", {2, 3}};
+  absl::StatusOr<onnx::ModelProto> model = testing::GradientModel(c);
+  ASSERT_FALSE(model.ok());
+  EXPECT_THAT(model.status().message(), HasSubstr("node #1 (Abs) has no gradient rule"));
+  EXPECT_THAT(model.status().message(), HasSubstr("from 'x' to the loss 'loss'"));
+}
+
+TEST(Autodiff, OpWithoutRuleOffThePathIsFine) {
+  // Abs reads x but does not reach the loss; Shape's output is an integer.
+  GradientCase c{
+      "off_path", {{"x", {2, 3}}}, "z = Abs(x)\n  s = Shape(x)\n  y = Reshape(x, s)", {2, 3}};
+  EXPECT_TRUE(testing::GradientModel(c).ok());
+}
+
+TEST(Autodiff, TrainableParametersSkipFrozenAndNonDifferentiableInitializers) {
+  onnx::ModelProto model = testing::ParseModelText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2, 3] x) => (float loss)
+<float[3] w = {1, 2, 3}, float[3] frozen = {1, 1, 1}, float[3] unused = {0, 0, 0},
+ float e = {2}, int64[1] axes = {0}>
+{
+  a = Mul(x, w)
+  b = Add(a, frozen)
+  c = Pow(b, e)
+  z = Add(x, unused)
+  loss = ReduceSum <keepdims = 0> (c)
+}
+)");
+  ASSERT_TRUE(InferTypesStrict(model, "m").ok());
+  auto index = GraphIndex::Build(model.graph());
+  ASSERT_TRUE(index.ok());
+  absl::StatusOr<std::vector<std::string>> params = TrainableParameters(**index, "loss", "froz.*");
+  ASSERT_TRUE(params.ok()) << params.status();
+  EXPECT_THAT(*params, ::testing::ElementsAre("w"));
+  EXPECT_FALSE(TrainableParameters(**index, "nope", "").ok());
+  EXPECT_FALSE(TrainableParameters(**index, "loss", "(").ok());
+}
+
+}  // namespace
+}  // namespace ampc
