@@ -10,6 +10,7 @@ void RegisterCpuKernels(KernelRegistry& registry) {
   RegisterTensorKernels(registry);
   RegisterMathKernels(registry);
   RegisterControlFlowKernels(registry);
+  RegisterScalerKernels(registry);
   RegisterGradKernels(registry);
 }
 

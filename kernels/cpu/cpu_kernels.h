@@ -13,6 +13,7 @@ void RegisterNormKernels(KernelRegistry& registry);
 void RegisterTensorKernels(KernelRegistry& registry);
 void RegisterMathKernels(KernelRegistry& registry);
 void RegisterControlFlowKernels(KernelRegistry& registry);
+void RegisterScalerKernels(KernelRegistry& registry);  // ai.ampc loss scaling and optimizers
 void RegisterGradKernels(KernelRegistry& registry);
 
 void RegisterCpuKernels(KernelRegistry& registry);
