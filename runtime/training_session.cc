@@ -1,0 +1,399 @@
+#include "runtime/training_session.h"
+
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <exception>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "passes/ampc_ops.h"
+#include "runtime/status_macros.h"
+#include "runtime/tensor_proto.h"
+
+namespace ampc {
+namespace {
+
+constexpr char kLearningRate[] = "ampc.lr";
+
+ValueSpec SpecOf(const onnx::ValueInfoProto& value) {
+  ValueSpec spec{value.name(), DType::kUndefined, {}};
+  if (!value.type().has_tensor_type()) return spec;
+  const auto& tensor_type = value.type().tensor_type();
+  spec.dtype = static_cast<DType>(tensor_type.elem_type());
+  for (const auto& dim : tensor_type.shape().dim()) {
+    spec.dims.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+  }
+  return spec;
+}
+
+onnx::ValueInfoProto ValueInfoOf(const std::string& name, const Tensor& tensor) {
+  onnx::ValueInfoProto value;
+  value.set_name(name);
+  auto* type = value.mutable_type()->mutable_tensor_type();
+  type->set_elem_type(static_cast<int>(tensor.dtype()));
+  auto* shape = type->mutable_shape();
+  for (int64_t d : tensor.shape()) shape->add_dim()->set_dim_value(d);
+  return value;
+}
+
+// Shape inference of `graph` as a graph of `model` (its opsets and functions), where the values
+// in `outer` it reads but does not define are visible with their types. Returns the graph with
+// the inferred value_info.
+absl::StatusOr<onnx::GraphProto> InferGraph(
+    const onnx::ModelProto& model, const onnx::GraphProto& graph,
+    const absl::flat_hash_map<std::string, onnx::ValueInfoProto>& outer) {
+  onnx::ModelProto scratch;
+  scratch.set_ir_version(model.ir_version());
+  *scratch.mutable_opset_import() = model.opset_import();
+  *scratch.mutable_functions() = model.functions();
+  *scratch.mutable_graph() = graph;
+  const int declared_inputs = graph.input_size();
+  for (const std::string& name : FreeVariables(graph)) {
+    auto it = outer.find(name);
+    if (it != outer.end()) *scratch.mutable_graph()->add_input() = it->second;
+  }
+  try {
+    onnx::ShapeInferenceOptions options{/*check_type=*/false, /*error_mode=*/0,
+                                        /*enable_data_propagation=*/false};
+    onnx::shape_inference::InferShapes(scratch, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("graph '", graph.name(), "': shape inference failed: ", e.what()));
+  }
+  onnx::GraphProto* inferred = scratch.mutable_graph();
+  inferred->mutable_input()->DeleteSubrange(declared_inputs,
+                                            inferred->input_size() - declared_inputs);
+  return std::move(*inferred);
+}
+
+absl::StatusOr<Tensor> ToBackend(const Tensor& host, Backend& backend) {
+  AMPC_ASSIGN_OR_RETURN(Tensor tensor, backend.NewTensor(host.dtype(), host.shape()));
+  AMPC_RETURN_IF_ERROR(backend.CopyFromHost(host.raw(), tensor));
+  return tensor;
+}
+
+// The first element of a tensor as a double (loss, scale and counters are scalars).
+absl::StatusOr<double> ScalarValue(const Tensor& tensor, const std::string& name) {
+  if (tensor.size() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("'", name, "' is empty"));
+  }
+  AMPC_ASSIGN_OR_RETURN(Tensor host, ToHost(tensor));
+  double value = 0;
+  const bool numeric = Dispatch<AMPC_ALL_TYPES>(host.dtype(), [&]<typename T>() {
+    value = static_cast<double>(Compute<T>::Load(host.data<T>()[0]));
+  });
+  if (!numeric) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", name, "' is ", host.TypeString(), ", not a number"));
+  }
+  return value;
+}
+
+}  // namespace
+
+TrainingSession::~TrainingSession() = default;
+
+absl::StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(
+    onnx::ModelProto model, const KernelRegistry& registry, Backend& backend) {
+  RegisterAmpcSchemas();  // shape inference of the algorithm meets ai.ampc ops
+  std::unique_ptr<TrainingSession> session(new TrainingSession(backend));
+  AMPC_RETURN_IF_ERROR(session->Init(std::move(model), registry));
+  return session;
+}
+
+absl::Status TrainingSession::Init(onnx::ModelProto model, const KernelRegistry& registry) {
+  if (model.training_info_size() == 0) {
+    return absl::InvalidArgumentError(
+        "the model has no training_info (compile it with ampc --train)");
+  }
+  const onnx::TrainingInfoProto& info = model.training_info(0);
+  if (!info.has_initialization()) {
+    return absl::InvalidArgumentError("training_info[0] has no initialization graph");
+  }
+  if (!info.has_algorithm() || info.algorithm().node_size() == 0) {
+    return absl::InvalidArgumentError("training_info[0] has no algorithm graph");
+  }
+  if (info.update_binding_size() == 0) {
+    return absl::InvalidArgumentError("training_info[0] has no update_binding");
+  }
+  ExecutorEnv env{registry, backend_, {}};
+  for (const onnx::OperatorSetIdProto& opset : model.opset_import()) {
+    env.opsets[opset.domain() == "ai.onnx" ? "" : opset.domain()] =
+        static_cast<int>(opset.version());
+  }
+  // The state vector never grows after this, so executors may keep pointers into it.
+  state_.reserve(model.graph().initializer_size() + info.initialization().output_size());
+  for (const onnx::TensorProto& init : model.graph().initializer()) {
+    AMPC_ASSIGN_OR_RETURN(Tensor host, TensorFromProto(init));
+    AMPC_ASSIGN_OR_RETURN(Tensor tensor, ToBackend(host, backend_));
+    state_index_[init.name()] = static_cast<int>(state_.size());
+    state_names_.push_back(init.name());
+    state_.push_back(std::move(tensor));
+  }
+  num_parameters_ = static_cast<int>(state_.size());
+  AMPC_RETURN_IF_ERROR(RunInitialization(model, env));
+  AMPC_RETURN_IF_ERROR(BuildAlgorithm(model, env));
+  AMPC_RETURN_IF_ERROR(BuildEvaluation(model, env));
+  saved_form_ = std::move(model);
+  saved_form_.mutable_graph()->clear_initializer();
+  saved_form_.mutable_training_info(0)->mutable_initialization()->clear_node();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Tensor*>> TrainingSession::OuterValues(const GraphExecutor& executor,
+                                                                  const std::string& graph_name) {
+  std::vector<Tensor*> outer;
+  for (const std::string& name : executor.free_variables()) {
+    auto it = state_index_.find(name);
+    if (it == state_index_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(graph_name, " reads '", name,
+                       "', which is neither a graph initializer nor an initialization output"));
+    }
+    outer.push_back(&state_[it->second]);
+  }
+  return outer;
+}
+
+absl::Status TrainingSession::RunInitialization(const onnx::ModelProto& model,
+                                                const ExecutorEnv& env) {
+  absl::flat_hash_map<std::string, onnx::ValueInfoProto> outer;
+  TypeMap outer_types;
+  for (int i = 0; i < num_parameters_; ++i) {
+    outer[state_names_[i]] = ValueInfoOf(state_names_[i], state_[i]);
+    outer_types[state_names_[i]] = state_[i].dtype();
+  }
+  AMPC_ASSIGN_OR_RETURN(onnx::GraphProto graph,
+                        InferGraph(model, model.training_info(0).initialization(), outer));
+  if (graph.input_size() > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the initialization graph has an input ('", graph.input(0).name(), "')"));
+  }
+  AMPC_ASSIGN_OR_RETURN(std::unique_ptr<GraphExecutor> executor,
+                        GraphExecutor::Create(graph, env, outer_types));
+  AMPC_ASSIGN_OR_RETURN(std::vector<Tensor*> reads,
+                        OuterValues(*executor, "the initialization graph"));
+  AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> values, executor->Run({}, reads));
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::string& name = executor->output_names()[i];
+    if (!state_index_.try_emplace(name, static_cast<int>(state_.size())).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("initialization output '", name, "' has the name of a graph initializer"));
+    }
+    state_names_.push_back(name);
+    state_.push_back(std::move(values[i]));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingSession::BuildAlgorithm(const onnx::ModelProto& model,
+                                             const ExecutorEnv& env) {
+  absl::flat_hash_map<std::string, onnx::ValueInfoProto> outer;
+  TypeMap outer_types;
+  for (size_t i = 0; i < state_.size(); ++i) {
+    outer[state_names_[i]] = ValueInfoOf(state_names_[i], state_[i]);
+    outer_types[state_names_[i]] = state_[i].dtype();
+  }
+  const onnx::TrainingInfoProto& info = model.training_info(0);
+  AMPC_ASSIGN_OR_RETURN(algorithm_graph_, InferGraph(model, info.algorithm(), outer));
+  const onnx::GraphProto& graph = algorithm_graph_;
+  AMPC_ASSIGN_OR_RETURN(algorithm_, GraphExecutor::Create(graph, env, outer_types));
+  AMPC_ASSIGN_OR_RETURN(algorithm_outer_, OuterValues(*algorithm_, "the algorithm"));
+  for (const onnx::ValueInfoProto& input : graph.input()) {
+    algorithm_inputs_.push_back(SpecOf(input));
+    if (input.name() != kLearningRate) data_inputs_.push_back(SpecOf(input));
+  }
+  absl::flat_hash_map<std::string, int> output_index;
+  const std::vector<std::string>& outputs = algorithm_->output_names();
+  for (size_t i = 0; i < outputs.size(); ++i) output_index[outputs[i]] = static_cast<int>(i);
+  absl::flat_hash_set<std::string> bound;
+  for (const onnx::StringStringEntryProto& binding : info.update_binding()) {
+    auto state = state_index_.find(binding.key());
+    if (state == state_index_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("update_binding '", binding.key(), "' <- '", binding.value(), "': '",
+                       binding.key(), "' is not a graph initializer or initialization output"));
+    }
+    auto output = output_index.find(binding.value());
+    if (output == output_index.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("update_binding '", binding.key(), "' <- '",
+                                                     binding.value(), "': '", binding.value(),
+                                                     "' is not an output of the algorithm"));
+    }
+    bindings_.emplace_back(state->second, output->second);
+    bound.insert(binding.value());
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i] == "ampc.applied") {
+      applied_output_ = static_cast<int>(i);
+    } else if (outputs[i] == "ampc.grad_norm") {
+      norm_output_ = static_cast<int>(i);
+    } else if (loss_output_ < 0 && !bound.contains(outputs[i])) {
+      loss_output_ = static_cast<int>(i);
+      loss_name_ = outputs[i];
+    }
+  }
+  if (loss_output_ < 0) {
+    return absl::InvalidArgumentError(
+        "the algorithm has no loss output (an output that is not in update_binding)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingSession::BuildEvaluation(const onnx::ModelProto& model,
+                                              const ExecutorEnv& env) {
+  // The inference graph reads the parameters as values of an enclosing scope (the state)
+  // instead of as its own initializers, so it always sees the current ones without a rebuild.
+  AMPC_ASSIGN_OR_RETURN(inference_graph_, InferGraph(model, model.graph(), {}));
+  onnx::GraphProto& graph = inference_graph_;
+  graph.clear_initializer();
+  TypeMap outer_types;
+  for (size_t i = 0; i < state_.size(); ++i) outer_types[state_names_[i]] = state_[i].dtype();
+  onnx::GraphProto inputs_only;  // graph inputs that name a parameter are its defaults: drop them
+  for (const onnx::ValueInfoProto& input : graph.input()) {
+    if (!state_index_.contains(input.name())) *inputs_only.add_input() = input;
+  }
+  graph.mutable_input()->Swap(inputs_only.mutable_input());
+  AMPC_ASSIGN_OR_RETURN(inference_, GraphExecutor::Create(graph, env, outer_types));
+  AMPC_ASSIGN_OR_RETURN(inference_outer_, OuterValues(*inference_, "the inference graph"));
+  for (const onnx::ValueInfoProto& input : graph.input()) eval_inputs_.push_back(SpecOf(input));
+  for (const onnx::ValueInfoProto& output : graph.output()) {
+    eval_outputs_.push_back(SpecOf(output));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> TrainingSession::Feed(const ValueSpec& spec, const Tensor& tensor) const {
+  if (tensor.dtype() != spec.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat("input '", spec.name, "': expected ",
+                                                   DTypeName(spec.dtype), ", got ",
+                                                   DTypeName(tensor.dtype())));
+  }
+  bool fits = spec.dims.size() == tensor.shape().size();
+  for (size_t i = 0; fits && i < spec.dims.size(); ++i) {
+    fits = spec.dims[i] < 0 || spec.dims[i] == tensor.shape()[i];
+  }
+  if (!fits) {
+    return absl::InvalidArgumentError(absl::StrCat("input '", spec.name, "': got shape ",
+                                                   ShapeString(tensor.shape()),
+                                                   ", which does not fit its declaration"));
+  }
+  if (tensor.backend() == &backend_ || (tensor.backend() == nullptr && backend_.name() == "cpu")) {
+    return tensor;
+  }
+  return ToBackend(tensor, backend_);
+}
+
+absl::StatusOr<StepResult> TrainingSession::Step(const NamedTensors& inputs, float lr) {
+  std::vector<Tensor> feeds;
+  for (const ValueSpec& spec : algorithm_inputs_) {
+    if (spec.name == kLearningRate) {
+      Tensor rate = Tensor::Host(DType::kFloat, {});
+      *rate.data<float>() = lr;
+      AMPC_ASSIGN_OR_RETURN(Tensor fed, Feed(spec, rate.Reshaped(Shape(spec.dims.size(), 1))));
+      feeds.push_back(std::move(fed));
+      continue;
+    }
+    auto it = inputs.find(spec.name);
+    if (it == inputs.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("algorithm input '", spec.name, "' is missing"));
+    }
+    AMPC_ASSIGN_OR_RETURN(Tensor fed, Feed(spec, it->second));
+    feeds.push_back(std::move(fed));
+  }
+  AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, algorithm_->Run(feeds, algorithm_outer_));
+  for (const auto& [state, output] : bindings_) {
+    const Tensor& next = outputs[output];
+    if (next.dtype() != state_[state].dtype() || next.shape() != state_[state].shape()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "update_binding '", state_names_[state], "' <- '", algorithm_->output_names()[output],
+          "': ", state_[state].TypeString(), " cannot take ", next.TypeString()));
+    }
+  }
+  StepResult result;
+  AMPC_ASSIGN_OR_RETURN(double loss, ScalarValue(outputs[loss_output_], loss_name_));
+  result.loss = static_cast<float>(loss);
+  if (applied_output_ >= 0) {
+    AMPC_ASSIGN_OR_RETURN(double applied, ScalarValue(outputs[applied_output_], "ampc.applied"));
+    result.applied = applied != 0;
+  }
+  if (norm_output_ >= 0) {
+    AMPC_ASSIGN_OR_RETURN(double norm, ScalarValue(outputs[norm_output_], "ampc.grad_norm"));
+    result.grad_norm = static_cast<float>(norm);
+  }
+  for (auto& [state, output] : bindings_) state_[state] = std::move(outputs[output]);
+  AMPC_ASSIGN_OR_RETURN(StepResult counters, Counters());
+  result.scale = counters.scale;
+  result.step = counters.step;
+  result.skipped_steps = counters.skipped_steps;
+  result.consecutive_skips = counters.consecutive_skips;
+  return result;
+}
+
+absl::StatusOr<StepResult> TrainingSession::Counters() const {
+  StepResult result;
+  auto read = [&](const char* name, double fallback) -> absl::StatusOr<double> {
+    auto it = state_index_.find(name);
+    if (it == state_index_.end()) return fallback;
+    return ScalarValue(state_[it->second], name);
+  };
+  AMPC_ASSIGN_OR_RETURN(double scale, read("ampc.scale", 1));
+  AMPC_ASSIGN_OR_RETURN(double step, read("ampc.step", 0));
+  AMPC_ASSIGN_OR_RETURN(double skipped, read("ampc.skipped_steps", 0));
+  AMPC_ASSIGN_OR_RETURN(double consecutive, read("ampc.consecutive_skips", 0));
+  result.scale = static_cast<float>(scale);
+  result.step = static_cast<int64_t>(step);
+  result.skipped_steps = static_cast<int64_t>(skipped);
+  result.consecutive_skips = static_cast<int64_t>(consecutive);
+  return result;
+}
+
+absl::StatusOr<std::vector<Tensor>> TrainingSession::Evaluate(const NamedTensors& inputs) const {
+  std::vector<Tensor> feeds;
+  for (const ValueSpec& spec : eval_inputs_) {
+    auto it = inputs.find(spec.name);
+    if (it == inputs.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("inference graph input '", spec.name, "' is missing"));
+    }
+    AMPC_ASSIGN_OR_RETURN(Tensor fed, Feed(spec, it->second));
+    feeds.push_back(std::move(fed));
+  }
+  return inference_->Run(feeds, inference_outer_);
+}
+
+absl::StatusOr<Tensor> TrainingSession::State(const std::string& name) const {
+  auto it = state_index_.find(name);
+  if (it == state_index_.end()) {
+    return absl::NotFoundError(absl::StrCat("no state value '", name, "'"));
+  }
+  return ToHost(state_[it->second]);
+}
+
+absl::StatusOr<onnx::ModelProto> TrainingSession::Checkpoint() const {
+  onnx::ModelProto model = saved_form_;
+  onnx::GraphProto* graph = model.mutable_graph();
+  onnx::GraphProto* initialization = model.mutable_training_info(0)->mutable_initialization();
+  initialization->clear_initializer();
+  initialization->clear_value_info();
+  for (size_t i = 0; i < state_.size(); ++i) {
+    AMPC_ASSIGN_OR_RETURN(Tensor host, ToHost(state_[i]));
+    if (static_cast<int>(i) < num_parameters_) {
+      *graph->add_initializer() = TensorToProto(host, state_names_[i]);
+      continue;
+    }
+    onnx::NodeProto* node = initialization->add_node();
+    node->set_op_type("Constant");
+    node->set_name(absl::StrCat(state_names_[i], "/state"));
+    node->add_output(state_names_[i]);
+    onnx::AttributeProto* value = node->add_attribute();
+    value->set_name("value");
+    value->set_type(onnx::AttributeProto::TENSOR);
+    *value->mutable_t() = TensorToProto(host, state_names_[i]);
+  }
+  return model;
+}
+
+}  // namespace ampc

@@ -1,0 +1,113 @@
+// A compiled training model ready to train (docs/training-design.md, "The compiled file"): the
+// initialization graph runs once at creation; the state (every `graph` initializer and every
+// initialization output) lives on the backend as tensors by name; each Step runs the algorithm
+// graph with the data inputs, `ampc.lr` and the state, then applies update_binding by moving the
+// new tensors into the state (no copies). Evaluate runs the inference `graph` with the current
+// parameters; Checkpoint gives a model that resumes exactly where this one stands.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "runtime/backend.h"
+#include "runtime/graph_executor.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/session.h"
+
+namespace ampc {
+
+// Inputs by name (host or backend tensors).
+using NamedTensors = std::map<std::string, Tensor>;
+
+// What one step did, read back to the host. Counters a model does not have read as 0 (the scale
+// as 1).
+struct StepResult {
+  float loss = 0;       // the algorithm's loss output (unscaled)
+  bool applied = true;  // `ampc.applied` (true when the algorithm has no such output)
+  float grad_norm = 0;  // `ampc.grad_norm` (0 when absent or skipped)
+  float scale = 1;      // `ampc.scale` after the step
+  int64_t step = 0;     // `ampc.step` after the step: optimizer steps applied
+  int64_t skipped_steps = 0;
+  int64_t consecutive_skips = 0;
+};
+
+class TrainingSession {
+ public:
+  // Validates training_info[0] (initialization, algorithm, update_binding: errors name what is
+  // missing), runs the initialization graph, and builds the executors of the algorithm and of
+  // the inference graph. Every op of all three graphs must have a kernel on `backend`.
+  static absl::StatusOr<std::unique_ptr<TrainingSession>> Create(onnx::ModelProto model,
+                                                                 const KernelRegistry& registry,
+                                                                 Backend& backend);
+  ~TrainingSession();
+
+  // The algorithm's inputs other than `ampc.lr` (e.g. image, label), as declared.
+  const std::vector<ValueSpec>& data_inputs() const { return data_inputs_; }
+  // The inference graph's inputs and outputs, as declared.
+  const std::vector<ValueSpec>& eval_inputs() const { return eval_inputs_; }
+  const std::vector<ValueSpec>& eval_outputs() const { return eval_outputs_; }
+  const std::string& loss_name() const { return loss_name_; }
+
+  // One training step with learning rate `lr`. `inputs` must hold every data input; on error
+  // the state is unchanged.
+  absl::StatusOr<StepResult> Step(const NamedTensors& inputs, float lr);
+
+  // The inference graph's outputs (in eval_outputs() order) with the current parameters.
+  // `inputs` must hold every eval input; other names are ignored (so a batch of image and
+  // label serves both Step and Evaluate).
+  absl::StatusOr<std::vector<Tensor>> Evaluate(const NamedTensors& inputs) const;
+
+  // A host copy of a state value (a parameter or a training_info state item).
+  absl::StatusOr<Tensor> State(const std::string& name) const;
+  // The counters of StepResult as they stand now (before any step: after initialization).
+  absl::StatusOr<StepResult> Counters() const;
+
+  // The model with the current parameters as `graph` initializers and an initialization graph
+  // of Constant nodes holding the current state: a new TrainingSession of it continues
+  // bit-identically. (Writing it atomically is compiler/model_io.h's SaveModel; the runtime
+  // does not depend on the compiler.)
+  absl::StatusOr<onnx::ModelProto> Checkpoint() const;
+
+ private:
+  TrainingSession(Backend& backend) : backend_(backend) {}
+  absl::Status Init(onnx::ModelProto model, const KernelRegistry& registry);
+  absl::Status RunInitialization(const onnx::ModelProto& model, const ExecutorEnv& env);
+  absl::Status BuildAlgorithm(const onnx::ModelProto& model, const ExecutorEnv& env);
+  absl::Status BuildEvaluation(const onnx::ModelProto& model, const ExecutorEnv& env);
+  absl::StatusOr<std::vector<Tensor*>> OuterValues(const GraphExecutor& executor,
+                                                   const std::string& graph_name);
+  absl::StatusOr<Tensor> Feed(const ValueSpec& spec, const Tensor& tensor) const;
+
+  Backend& backend_;
+  // The state, in file order: graph initializers, then initialization outputs.
+  std::vector<std::string> state_names_;
+  std::vector<Tensor> state_;
+  absl::flat_hash_map<std::string, int> state_index_;
+  int num_parameters_ = 0;  // the first state_ entries are `graph` initializers
+
+  onnx::ModelProto saved_form_;  // the model without graph initializers and initialization body
+  onnx::GraphProto algorithm_graph_;  // kernels keep references to the nodes of these two
+  onnx::GraphProto inference_graph_;
+  std::unique_ptr<GraphExecutor> algorithm_;
+  std::vector<Tensor*> algorithm_outer_;
+  std::vector<ValueSpec> algorithm_inputs_;
+  std::vector<ValueSpec> data_inputs_;
+  std::vector<std::pair<int, int>> bindings_;  // (state index, algorithm output index)
+  int loss_output_ = -1, applied_output_ = -1, norm_output_ = -1;
+  std::string loss_name_;
+
+  std::unique_ptr<GraphExecutor> inference_;
+  std::vector<Tensor*> inference_outer_;
+  std::vector<ValueSpec> eval_inputs_;
+  std::vector<ValueSpec> eval_outputs_;
+};
+
+}  // namespace ampc
