@@ -21,6 +21,7 @@
 #include "compiler/printer.h"
 #include "compiler/report.h"
 #include "compiler/run_command.h"
+#include "compiler/train_command.h"
 #include "passes/registry.h"
 #include "runtime/device.h"
 
@@ -46,6 +47,11 @@ Usage:
   ampc run MODEL --input NAME=FILE ... [--output-dir DIR] [--device cpu|cuda|auto]
                                 run MODEL on the runtime (inputs: .pb or .npy files); print a
                                 summary of each output, or write NAME.pb and NAME.npy to DIR
+  ampc train MODEL --data fashion-mnist[:DIR]|mnist:DIR|npy:DIR|synthetic[:N] [--batch 64]
+       [--epochs 2] [--lr 0.01] [--metrics FILE.csv] [--save OUT.onnx] [--resume]
+       [--log-every 50] [--seed 0] [--device auto|cpu]
+                                train a compiled training model (ampc MODEL --train); print
+                                the test accuracy after each epoch
   ampc --version | --help
 
 Flags:
@@ -240,6 +246,7 @@ absl::Status Dispatch(const CommandLine& line) {
   if (args.empty()) return UsageError("no input model (see ampc --help)");
   if (args[0] == "print") return Print(args);
   if (args[0] == "explain") return Explain(args);
+  if (args[0] == "train") return TrainCommand(args);
   if (args[0] == "run")
     return RunModelCommand(args, line.repeated.count("input") ? line.repeated.at("input")
                                                               : std::vector<std::string>{});

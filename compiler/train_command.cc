@@ -1,0 +1,310 @@
+#include "compiler/train_command.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "compiler/exit_codes.h"
+#include "compiler/model_io.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/cpu_backend.h"
+#include "runtime/data_readers.h"
+#include "runtime/status_macros.h"
+#include "runtime/training_session.h"
+
+ABSL_FLAG(std::string, data, "",
+          "ampc train: fashion-mnist[:DIR], mnist:DIR, npy:DIR or synthetic[:N].");
+ABSL_FLAG(int64_t, batch, 64, "ampc train: samples per step.");
+ABSL_FLAG(int64_t, epochs, 2, "ampc train: epochs in all, counting those the model has done.");
+constexpr double kDefaultLearningRate = 0.01;
+ABSL_FLAG(double, lr, kDefaultLearningRate,
+          "the learning rate: recorded by --train; ampc train's constant schedule (default: the "
+          "model's recorded one).");
+ABSL_FLAG(std::string, metrics, "", "ampc train: append step,loss,scale,grad_norm,skipped here.");
+ABSL_FLAG(std::string, save, "", "ampc train: save the model and its training state here.");
+ABSL_FLAG(bool, resume, false, "ampc train: continue from the --save file when it exists.");
+ABSL_FLAG(int64_t, log_every, 50, "ampc train: batches per progress line and metrics row.");
+ABSL_FLAG(uint64_t, seed, 0, "ampc train: seed of the data order.");
+ABSL_FLAG(int64_t, max_consecutive_skips, 100,
+          "ampc train: stop with an error after this many skipped steps in a row.");
+ABSL_DECLARE_FLAG(std::string, device);
+ABSL_DECLARE_FLAG(int, threads);
+
+namespace ampc {
+namespace {
+
+// How the data feeds the model: the algorithm's float input takes images, its int64 input labels.
+struct Feeding {
+  std::string image_input, label_input;
+  Shape sample_shape;       // one image as the model declares it
+  int64_t fixed_batch = 0;  // the declared batch dim, 0 when symbolic
+};
+
+absl::StatusOr<Feeding> PlanFeeding(const TrainingSession& session, const Dataset& data) {
+  Feeding feeding;
+  for (const ValueSpec& spec : session.data_inputs()) {
+    std::string& slot = spec.dtype == DType::kInt64 ? feeding.label_input : feeding.image_input;
+    if ((spec.dtype != DType::kInt64 && spec.dtype != DType::kFloat) || !slot.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("algorithm input '", spec.name, "' (", DTypeName(spec.dtype),
+                       "): ampc train feeds one float32 image input and one int64 label input"));
+    }
+    slot = spec.name;
+    if (spec.dtype == DType::kInt64) continue;
+    if (spec.dims.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("image input '", spec.name, "' is a scalar"));
+    }
+    feeding.fixed_batch = std::max<int64_t>(spec.dims[0], 0);
+    feeding.sample_shape.assign(spec.dims.begin() + 1, spec.dims.end());
+    const int64_t per_sample = data.images.size() / std::max<int64_t>(data.size(), 1);
+    if (std::any_of(feeding.sample_shape.begin(), feeding.sample_shape.end(),
+                    [](int64_t d) { return d < 0; })) {
+      if (feeding.sample_shape.size() != 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("image input '", spec.name, "' has symbolic sample dims; declare them"));
+      }
+      feeding.sample_shape = {per_sample};
+    }
+  }
+  if (feeding.image_input.empty() || feeding.label_input.empty()) {
+    return absl::InvalidArgumentError(
+        "the algorithm needs a float32 image input and an int64 label input");
+  }
+  return feeding;
+}
+
+// The base learning rate: --lr when it differs from its default, else the model's metadata
+// ampc.lr (the --lr given at compile time), else the default.
+absl::StatusOr<float> BaseLearningRate(const onnx::ModelProto& model) {
+  const double flag = absl::GetFlag(FLAGS_lr);
+  if (flag != kDefaultLearningRate) return static_cast<float>(flag);
+  for (const onnx::StringStringEntryProto& entry : model.metadata_props()) {
+    if (entry.key() != "ampc.lr") continue;
+    float lr = 0;
+    if (!absl::SimpleAtof(entry.value(), &lr) || !(lr > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("metadata ampc.lr = '", entry.value(), "' is not a positive number"));
+    }
+    return lr;
+  }
+  return static_cast<float>(flag);
+}
+
+// The learning rate of the next step; constant for now. Schedules take `applied_steps`, so a
+// skipped step does not advance them.
+float LearningRate(float base, int64_t applied_steps) {
+  (void)applied_steps;
+  return base;
+}
+
+// Accuracy on the test set: argmax of the logits against the labels.
+absl::StatusOr<double> TestAccuracy(const TrainingSession& session, const Dataset& test,
+                                    const Feeding& feeding, int64_t batch) {
+  int logits = -1;
+  for (size_t i = 0; i < session.eval_outputs().size(); ++i) {
+    if (session.eval_outputs()[i].name == "logits") logits = static_cast<int>(i);
+  }
+  if (logits < 0) logits = 0;
+  if (feeding.fixed_batch > 0) batch = feeding.fixed_batch;
+  int64_t correct = 0, seen = 0;
+  std::vector<int64_t> indices;
+  for (int64_t start = 0; start < test.size(); start += batch) {
+    const int64_t count = std::min(batch, test.size() - start);
+    if (feeding.fixed_batch > 0 && count < feeding.fixed_batch) break;
+    indices.resize(count);
+    for (int64_t i = 0; i < count; ++i) indices[i] = start + i;
+    AMPC_ASSIGN_OR_RETURN(Batch b, MakeBatch(test, indices, feeding.sample_shape));
+    AMPC_ASSIGN_OR_RETURN(
+        std::vector<Tensor> outputs,
+        session.Evaluate({{feeding.image_input, b.images}, {feeding.label_input, b.labels}}));
+    AMPC_ASSIGN_OR_RETURN(Tensor scores, ToHost(outputs[logits]));
+    if (scores.rank() != 2 || scores.dim(0) != count || scores.dtype() != DType::kFloat) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("inference output '", session.eval_outputs()[logits].name, "' is ",
+                       scores.TypeString(), "; accuracy needs float32 [", count, ", classes]"));
+    }
+    const int64_t classes = scores.dim(1);
+    for (int64_t n = 0; n < count; ++n) {
+      const float* row = scores.data<float>() + n * classes;
+      const int64_t best = std::max_element(row, row + classes) - row;
+      correct += best == b.labels.data<int64_t>()[n];
+    }
+    seen += count;
+  }
+  return seen == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(seen);
+}
+
+// Progress: a bar redrawn on a terminal, plain lines otherwise; and the metrics CSV.
+class Progress {
+ public:
+  Progress(int64_t per_epoch, int64_t log_every)
+      : per_epoch_(per_epoch), log_every_(std::max<int64_t>(log_every, 1)), tty_(isatty(2)) {}
+
+  absl::Status OpenMetrics(const std::string& path, bool append) {
+    if (path.empty()) return absl::OkStatus();
+    const bool header = !append || !std::filesystem::exists(path);
+    metrics_.open(path, append ? std::ios::app : std::ios::trunc);
+    if (!metrics_) return absl::UnavailableError(absl::StrCat(path, ": cannot write"));
+    if (header) metrics_ << "step,loss,scale,grad_norm,skipped\n";
+    return absl::OkStatus();
+  }
+
+  // Called after every step: the bar redraws each step; lines and CSV rows every log_every.
+  void Record(int64_t batches_run, int64_t epoch, int64_t batch_size, const StepResult& r) {
+    if (std::isfinite(r.loss)) {
+      loss_sum_ += r.loss;
+      ++losses_;
+    }
+    ++window_;
+    const int64_t done = (batches_run - 1) % per_epoch_ + 1;
+    const bool log = window_ >= log_every_ || done == per_epoch_;
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - start_).count();
+    const double rate = seconds > 0 ? static_cast<double>(window_ * batch_size) / seconds : 0;
+    const double loss = losses_ > 0 ? loss_sum_ / static_cast<double>(losses_) : NAN;
+    if (tty_) {
+      const int filled = static_cast<int>(30 * done / per_epoch_);
+      std::fprintf(
+          stderr,
+          "\repoch %lld [%s%s] %lld/%lld loss %.4f scale %g skipped %lld %.0f samples/s\033[K",
+          static_cast<long long>(epoch + 1), std::string(filled, '=').c_str(),
+          std::string(30 - filled, ' ').c_str(), static_cast<long long>(done),
+          static_cast<long long>(per_epoch_), loss, r.scale,
+          static_cast<long long>(r.skipped_steps), rate);
+      if (done == per_epoch_) std::fprintf(stderr, "\n");
+    }
+    if (!log) return;
+    if (metrics_.is_open()) {
+      metrics_ << absl::StrFormat("%d,%.6g,%.6g,%.6g,%d\n", batches_run, loss, r.scale, r.grad_norm,
+                                  r.skipped_steps)
+               << std::flush;
+    }
+    if (!tty_) {
+      std::fprintf(stderr, "epoch %lld step %lld loss %.4f scale %g skipped %lld samples/s %.0f\n",
+                   static_cast<long long>(epoch + 1), static_cast<long long>(batches_run), loss,
+                   r.scale, static_cast<long long>(r.skipped_steps), rate);
+    }
+    window_ = losses_ = 0;
+    loss_sum_ = 0;
+    start_ = now;
+  }
+
+ private:
+  int64_t per_epoch_, log_every_;
+  bool tty_;
+  std::ofstream metrics_;
+  int64_t window_ = 0, losses_ = 0;
+  double loss_sum_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+absl::Status Save(const TrainingSession& session, const std::string& path) {
+  if (path.empty()) return absl::OkStatus();
+  AMPC_ASSIGN_OR_RETURN(onnx::ModelProto model, session.Checkpoint());
+  return SaveModel(model, path);
+}
+
+absl::StatusOr<std::string> CheckFlags(const std::vector<std::string>& args) {
+  if (args.size() != 2) {
+    return UsageError("usage: ampc train MODEL --data SOURCE [--batch N] [--epochs N] ...");
+  }
+  const std::string device = absl::GetFlag(FLAGS_device);
+  if (device != "cpu" && device != "auto") {
+    if (device == "cuda") {
+      return absl::UnimplementedError(
+          "--device=cuda: the CUDA backend has no kernels yet; use --device=cpu");
+    }
+    return UsageError(absl::StrCat("--device=", device, ": expected cpu, cuda or auto"));
+  }
+  if (absl::GetFlag(FLAGS_data).empty()) return UsageError("ampc train needs --data SOURCE");
+  if (absl::GetFlag(FLAGS_batch) < 1) return UsageError("--batch must be at least 1");
+  const std::string save = absl::GetFlag(FLAGS_save);
+  if (absl::GetFlag(FLAGS_resume) && save.empty()) {
+    return UsageError("--resume continues from the --save file; give --save");
+  }
+  if (!save.empty() && SameFile(save, args[1])) {
+    return UsageError("--save must not overwrite the input model");
+  }
+  const bool resume = absl::GetFlag(FLAGS_resume) && std::filesystem::exists(save);
+  return resume ? save : args[1];
+}
+
+}  // namespace
+
+absl::Status TrainCommand(const std::vector<std::string>& args) {
+  AMPC_ASSIGN_OR_RETURN(const std::string path, CheckFlags(args));
+  AMPC_ASSIGN_OR_RETURN(DataSplits data, LoadData(absl::GetFlag(FLAGS_data)));
+  AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
+  AMPC_ASSIGN_OR_RETURN(const float base_lr, BaseLearningRate(loaded.model));
+  CpuBackend backend(absl::GetFlag(FLAGS_threads));
+  absl::StatusOr<std::unique_ptr<TrainingSession>> created =
+      TrainingSession::Create(std::move(loaded.model), DefaultRegistry(), backend);
+  if (!created.ok()) {
+    return absl::Status(created.status().code(),
+                        absl::StrCat(path, ": ", created.status().message()));
+  }
+  TrainingSession& session = **created;
+  AMPC_ASSIGN_OR_RETURN(Feeding feeding, PlanFeeding(session, data.train));
+  const int64_t batch = absl::GetFlag(FLAGS_batch);
+  if (feeding.fixed_batch > 0 && feeding.fixed_batch != batch) {
+    return UsageError(absl::StrCat("the model's input '", feeding.image_input,
+                                   "' has a fixed batch of ", feeding.fixed_batch, "; use --batch ",
+                                   feeding.fixed_batch));
+  }
+  const int64_t per_epoch = data.train.size() / batch;
+  if (per_epoch == 0) {
+    return UsageError(absl::StrCat("--batch ", batch, " is larger than the training set (",
+                                   data.train.size(), " samples)"));
+  }
+  AMPC_ASSIGN_OR_RETURN(StepResult state, session.Counters());
+  int64_t batches_run = state.step + state.skipped_steps;
+  std::cerr << "ampc: training " << path << " on " << data.description << "; from step "
+            << batches_run << "\n";
+  Progress progress(per_epoch, absl::GetFlag(FLAGS_log_every));
+  AMPC_RETURN_IF_ERROR(progress.OpenMetrics(absl::GetFlag(FLAGS_metrics), batches_run > 0));
+  const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  for (int64_t epoch = batches_run / per_epoch; epoch < absl::GetFlag(FLAGS_epochs); ++epoch) {
+    const std::vector<int64_t> order = EpochOrder(data.train.size(), seed, epoch);
+    for (int64_t i = batches_run % per_epoch; i < per_epoch; ++i) {
+      const std::span<const int64_t> indices(order.data() + i * batch, batch);
+      AMPC_ASSIGN_OR_RETURN(Batch b, MakeBatch(data.train, indices, feeding.sample_shape));
+      absl::StatusOr<StepResult> result =
+          session.Step({{feeding.image_input, b.images}, {feeding.label_input, b.labels}},
+                       LearningRate(base_lr, state.step));
+      if (!result.ok()) {
+        return absl::Status(result.status().code(), absl::StrCat(path, ": step ", batches_run + 1,
+                                                                 ": ", result.status().message()));
+      }
+      state = *result;
+      ++batches_run;
+      progress.Record(batches_run, epoch, batch, state);
+      if (state.consecutive_skips >= absl::GetFlag(FLAGS_max_consecutive_skips)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: %d steps in a row were skipped (non-finite gradients or loss) up to step %d; "
+            "the loss scale is %g",
+            path, state.consecutive_skips, batches_run, state.scale));
+      }
+    }
+    AMPC_ASSIGN_OR_RETURN(double accuracy, TestAccuracy(session, data.test, feeding, batch));
+    std::cout << absl::StrFormat(
+                     "epoch %d: test accuracy %.4f, %d steps applied, %d skipped, scale %g\n",
+                     epoch + 1, accuracy, state.step, state.skipped_steps, state.scale)
+              << std::flush;
+    AMPC_RETURN_IF_ERROR(Save(session, absl::GetFlag(FLAGS_save)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ampc
