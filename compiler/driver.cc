@@ -21,6 +21,7 @@
 #include "compiler/printer.h"
 #include "compiler/report.h"
 #include "compiler/run_command.h"
+#include "compiler/train_flags.h"
 #include "compiler/train_command.h"
 #include "passes/registry.h"
 #include "runtime/device.h"
@@ -69,6 +70,10 @@ Flags:
   --print-after=PASS     print the canonical text after PASS ('all': after every pass)
   --external-data=MODE   auto (default): tensor data goes to OUT.data when the input used
                          external data or the model exceeds 1 GiB; always; never
+  --train --loss=NAME    compile a training model (training_info: the training step) whose loss
+                         is the scalar FP32 value NAME; with --optimizer=sgd|momentum|adam|adamw
+                         (default adamw), --weight-decay, --momentum, --nesterov, --freeze=REGEX,
+                         --loss-scale=dynamic|static:V|none, --clip-grad-norm=N, --lr (recorded)
 
 Flags of ampc run:
   --input=NAME=FILE      a graph input from a .pb (TensorProto) or .npy file; repeat per input
@@ -101,6 +106,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Pass>>> BuildPipeline() {
       if (name != "verify-input") names.emplace_back(name);
     }
   }
+  names = WithTrainingStep(std::move(names));
   std::vector<std::unique_ptr<Pass>> pipeline;
   for (const std::string& name : names) {
     absl::StatusOr<std::unique_ptr<Pass>> pass = CreatePass(name);
@@ -154,6 +160,9 @@ absl::StatusOr<std::shared_ptr<PrecisionPlan>> CompileModel(
   summary.casts_before = CountCasts(model);
   ModelContext context(model, input);
   context.autocast = *std::move(options);
+  absl::StatusOr<TrainingOptions> training = TrainingOptionsFromFlags();
+  if (!training.ok()) return training.status();
+  context.training = *std::move(training);
   if (absl::Status s = RunPipeline(context, pipeline); !s.ok()) return s;
   if (context.plan != nullptr) {
     for (const std::string& warning : context.plan->warnings) {

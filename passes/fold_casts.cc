@@ -92,7 +92,11 @@ int KnownDtype(const GraphIndex& index, const std::string& value) {
 // State shared by every graph and phase of one run.
 struct Shared {
   explicit Shared(const onnx::ModelProto& model)
-      : model(model), opsets(OpsetsOf(model)), initializers_allowed(model.ir_version() >= 4) {}
+      : model(model), opsets(OpsetsOf(model)), initializers_allowed(model.ir_version() >= 4) {
+    for (const onnx::TrainingInfoProto& training : model.training_info()) {
+      for (const auto& binding : training.update_binding()) master_weights.insert(binding.key());
+    }
+  }
 
   // Seeding the allocator costs a walk of the whole model; most runs fold no constant.
   std::string FreshName(std::string_view hint) {
@@ -106,7 +110,9 @@ struct Shared {
   bool initializers_allowed;                 // IR >= 4: an initializer need not be an input
   bool may_move = false;                     // an exact op reads a Cast to FP32
   absl::flat_hash_set<std::string> created;  // initializers this run made
-  absl::flat_hash_set<std::string> unread;   // values cast motion took readers from
+  // Initializers a training step updates: the inference graph keeps reading them through Casts.
+  absl::flat_hash_set<std::string> master_weights;
+  absl::flat_hash_set<std::string> unread;  // values cast motion took readers from
 };
 
 // One graph's rewrite, decided while the index points into the graph and applied after.
@@ -316,8 +322,8 @@ std::optional<std::string> CastFolder::RoundTripSource(const std::string& in, in
 
 std::optional<std::string> CastFolder::FoldConstant(const std::string& in, int to) {
   const TensorProto* tensor = Constant(in);
-  if (tensor == nullptr || !shared_.initializers_allowed || !IsConvertible(to) ||
-      !IsConvertible(tensor->data_type()) || !HasInlineData(*tensor)) {
+  if (tensor == nullptr || !shared_.initializers_allowed || shared_.master_weights.contains(in) ||
+      !IsConvertible(to) || !IsConvertible(tensor->data_type()) || !HasInlineData(*tensor)) {
     return std::nullopt;
   }
   if (tensor->data_type() == to) return in;

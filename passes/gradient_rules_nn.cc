@@ -2,12 +2,11 @@
 // (docs/training-design.md, "Gradient ops"), since standard ONNX has no clean expression.
 #include <onnx/defs/attr_proto_util.h>
 
+#include "passes/ampc_ops.h"
 #include "passes/gradient_rules.h"
 
 namespace ampc {
 namespace {
-
-constexpr char kGradOpDomain[] = "ai.ampc";  // passes/ampc_ops.h's kAmpcDomain
 
 // Appends ai.ampc `op` with `outputs` outputs; output i is named only where input slot
 // `output_slots[i]` needs a gradient ("" otherwise), and becomes that slot's gradient.
@@ -15,7 +14,7 @@ absl::Status AmpcGrad(GradientContext& c, const std::string& op,
                       const std::vector<std::string>& inputs, const std::vector<int>& output_slots,
                       std::vector<onnx::AttributeProto> attributes) {
   onnx::NodeProto& node =
-      c.b().Node(op, inputs, static_cast<int>(output_slots.size()), kGradOpDomain);
+      c.b().Node(op, inputs, static_cast<int>(output_slots.size()), kAmpcDomain);
   for (onnx::AttributeProto& attribute : attributes) *node.add_attribute() = std::move(attribute);
   for (size_t i = 0; i < output_slots.size(); ++i) {
     if (!c.NeedsGrad(output_slots[i])) node.set_output(static_cast<int>(i), "");

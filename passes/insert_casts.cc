@@ -55,6 +55,9 @@ struct Shared {
   NameAllocator names;
   int cast_opset;
   absl::flat_hash_set<std::string> converted_initializers;  // removed when no longer read
+  // Initializers a training step updates (update_binding keys): read through Cast nodes, so the
+  // inference graph always sees the current FP32 master weights.
+  absl::flat_hash_set<std::string> master_weights;
 };
 
 // Cast-1 (opsets 1 to 5) names the target type as a string; later versions use the enum.
@@ -158,8 +161,9 @@ void GraphRewriter::RenameMismatchedOutputs() {
 
 void GraphRewriter::SeedScope() {
   for (const TensorProto& init : graph_.initializer()) {
-    scope_[init.name()] =
-        Value{init.data_type(), init.name(), -1, &init, index_.Type(init.name()), true};
+    const bool master = top_ && shared_.master_weights.contains(init.name());
+    scope_[init.name()] = Value{init.data_type(),         init.name(), -1, master ? nullptr : &init,
+                                index_.Type(init.name()), !master};
   }
   for (onnx::ValueInfoProto& input : *graph_.mutable_input()) {
     const bool tensor = input.type().has_tensor_type();
@@ -387,7 +391,11 @@ absl::StatusOr<bool> InsertCasts::Run(ModelContext& context) {
     index = *std::move(built);
   }
   Shared shared{
-      *context.plan, NameAllocator(context.model), CastOpset(OpsetsOf(context.model)), {}};
+      *context.plan, NameAllocator(context.model), CastOpset(OpsetsOf(context.model)), {}, {}};
+  for (const onnx::TrainingInfoProto& training : context.model.training_info()) {
+    for (const auto& binding : training.update_binding())
+      shared.master_weights.insert(binding.key());
+  }
   GraphRewriter(*context.model.mutable_graph(), *index, nullptr, shared).Run();
   absl::flat_hash_set<std::string> reads;
   if (!shared.converted_initializers.empty()) {

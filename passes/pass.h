@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "passes/graph_index.h"
 #include "passes/precision_plan.h"
+#include "passes/training_options.h"
 
 namespace ampc {
 
@@ -22,6 +23,7 @@ struct ModelContext {
   std::string file;
   std::vector<std::string> warnings;  // one line each, printed by the driver
   AutocastOptions autocast;
+  TrainingOptions training;  // --train; read by the training-step pass
   std::shared_ptr<PrecisionPlan> plan;  // set by autocast, applied by insert-casts
   // An index of the model as the pass that set it left it (autocast, which changes nothing), so
   // the next pass need not build it again; the driver drops it after that next pass.

@@ -1,0 +1,113 @@
+#include "compiler/train_flags.h"
+
+#include <re2/re2.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "compiler/exit_codes.h"
+
+ABSL_FLAG(bool, train, false, "Compile a training model: training_info with the training step.");
+ABSL_FLAG(std::string, loss, "", "--train: the scalar loss value of the forward graph.");
+ABSL_FLAG(std::string, optimizer, "adamw", "--train: sgd, momentum, adam or adamw.");
+ABSL_FLAG(double, weight_decay, -1.0,
+          "--train: weight decay (default: 0.01 for adamw, 0 for the others).");
+ABSL_FLAG(double, momentum, 0.9, "--train: the momentum of --optimizer=momentum.");
+ABSL_FLAG(bool, nesterov, false, "--train: Nesterov momentum (--optimizer=momentum).");
+ABSL_FLAG(std::string, freeze, "", "--train: initializers whose names fully match stay fixed.");
+ABSL_FLAG(std::string, loss_scale, "",
+          "--train: dynamic, static:V or none (default: dynamic for fp16, none for bf16).");
+ABSL_FLAG(double, clip_grad_norm, 0.0, "--train: clip the global gradient norm to this (0: off).");
+// Shared with `ampc train` (compiler/train_command.cc): at compile time it is recorded as the
+// model's metadata ampc.lr.
+ABSL_DECLARE_FLAG(double, lr);
+
+namespace ampc {
+namespace {
+
+absl::Status ParseLossScale(const std::string& text, TrainingOptions& options) {
+  if (text.empty()) return absl::OkStatus();
+  if (text == "dynamic") {
+    options.loss_scale = TrainingOptions::LossScale::kDynamic;
+    return absl::OkStatus();
+  }
+  if (text == "none") {
+    options.loss_scale = TrainingOptions::LossScale::kNone;
+    return absl::OkStatus();
+  }
+  float value = 0;
+  if (absl::StartsWith(text, "static:") && absl::SimpleAtof(text.substr(7), &value) &&
+      std::isfinite(value) && value > 0) {
+    options.loss_scale = TrainingOptions::LossScale::kStatic;
+    options.init_scale = value;
+    return absl::OkStatus();
+  }
+  return UsageError(
+      absl::StrCat("--loss-scale=", text, ": expected dynamic, static:V (V > 0) or none"));
+}
+
+absl::Status ParseOptimizer(const std::string& text, TrainingOptions& options) {
+  using Optimizer = TrainingOptions::Optimizer;
+  if (text == "sgd") {
+    options.optimizer = Optimizer::kSgd;
+  } else if (text == "momentum") {
+    options.optimizer = Optimizer::kMomentum;
+  } else if (text == "adam") {
+    options.optimizer = Optimizer::kAdam;
+  } else if (text == "adamw") {
+    options.optimizer = Optimizer::kAdamW;
+  } else {
+    return UsageError(
+        absl::StrCat("--optimizer=", text, ": expected sgd, momentum, adam or adamw"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
+  TrainingOptions options;
+  options.enabled = absl::GetFlag(FLAGS_train);
+  options.loss = absl::GetFlag(FLAGS_loss);
+  if (!options.enabled) {
+    if (!options.loss.empty()) return UsageError("--loss needs --train");
+    return options;
+  }
+  if (options.loss.empty()) return UsageError("--train needs --loss=NAME (the scalar loss value)");
+  if (absl::Status s = ParseOptimizer(absl::GetFlag(FLAGS_optimizer), options); !s.ok()) return s;
+  if (absl::Status s = ParseLossScale(absl::GetFlag(FLAGS_loss_scale), options); !s.ok()) return s;
+  options.freeze = absl::GetFlag(FLAGS_freeze);
+  if (!options.freeze.empty()) {
+    RE2 regex(options.freeze, RE2::Quiet);
+    if (!regex.ok())
+      return UsageError(absl::StrCat("--freeze='", options.freeze, "': ", regex.error()));
+  }
+  options.lr = static_cast<float>(absl::GetFlag(FLAGS_lr));
+  options.weight_decay = static_cast<float>(absl::GetFlag(FLAGS_weight_decay));
+  options.momentum = static_cast<float>(absl::GetFlag(FLAGS_momentum));
+  options.nesterov = absl::GetFlag(FLAGS_nesterov);
+  options.clip_grad_norm = static_cast<float>(absl::GetFlag(FLAGS_clip_grad_norm));
+  if (!(options.clip_grad_norm >= 0)) return UsageError("--clip-grad-norm must be >= 0");
+  if (!(options.lr > 0)) return UsageError("--lr must be > 0");
+  return options;
+}
+
+std::vector<std::string> WithTrainingStep(std::vector<std::string> passes) {
+  if (!absl::GetFlag(FLAGS_train)) return passes;
+  if (std::find(passes.begin(), passes.end(), "training-step") != passes.end()) return passes;
+  auto at = std::find(passes.begin(), passes.end(), "infer-types");
+  if (at == passes.end()) {
+    auto verify = std::find(passes.begin(), passes.end(), "verify-input");
+    at = passes.insert(verify == passes.end() ? passes.begin() : verify + 1, "infer-types");
+  }
+  passes.insert(at + 1, "training-step");
+  return passes;
+}
+
+}  // namespace ampc

@@ -1,0 +1,38 @@
+// What `--train` asks of the training-step pass (spec/training.md, spec/loss-scaling.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ampc {
+
+struct TrainingOptions {
+  enum class Optimizer { kSgd, kMomentum, kAdam, kAdamW };
+  enum class LossScale { kDefault, kDynamic, kStatic, kNone };  // kDefault: dynamic for FP16
+
+  bool enabled = false;
+  std::string loss;    // the scalar loss value of the forward graph
+  std::string freeze;  // RE2; initializers whose names fully match are not trained
+
+  Optimizer optimizer = Optimizer::kAdamW;
+  float lr = 1e-3f;  // recorded for the trainer (metadata ampc.lr); the step takes ampc.lr
+  float weight_decay = -1.0f;  // < 0: the optimizer's default (AdamW 0.01, others 0)
+  float momentum = 0.9f;       // kMomentum
+  float dampening = 0.0f;
+  bool nesterov = false;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float epsilon = 1e-8f;
+  float clip_grad_norm = 0.0f;  // 0: no clipping
+
+  LossScale loss_scale = LossScale::kDefault;
+  float init_scale = 65536.0f;  // the static scale with kStatic
+  float growth_factor = 2.0f;
+  float backoff_factor = 0.5f;
+  int64_t growth_interval = 2000;
+  int64_t hysteresis = 1;
+  float min_scale = 0.0f;  // 0: none
+  float max_scale = 0.0f;  // 0: none
+};
+
+}  // namespace ampc

@@ -1,0 +1,44 @@
+// The training state of a compiled training model (docs/training-design.md, "The compiled file"):
+// the names of its items, their types, and the initialization graph that creates them.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ampc {
+
+// `<state>.ampc.next`: the algorithm output that update_binding moves into `<state>`.
+std::string NextName(const std::string& state);
+
+// Scaler state and counters, in the order the initialization lists them.
+inline constexpr char kScale[] = "ampc.scale";
+inline constexpr char kGrowthTracker[] = "ampc.growth_tracker";
+inline constexpr char kHysteresisLeft[] = "ampc.hysteresis_left";
+inline constexpr char kStep[] = "ampc.step";
+inline constexpr char kSkippedSteps[] = "ampc.skipped_steps";
+inline constexpr char kConsecutiveSkips[] = "ampc.consecutive_skips";
+inline constexpr char kNonfiniteLossSteps[] = "ampc.nonfinite_loss_steps";
+inline constexpr char kLearningRate[] = "ampc.lr";
+inline constexpr char kApplied[] = "ampc.applied";
+inline constexpr char kGradNorm[] = "ampc.grad_norm";
+
+// One item of the state that is not a parameter, as the initialization creates it.
+struct StateItem {
+  std::string name;
+  int elem_type = onnx::TensorProto::FLOAT;
+  std::vector<int64_t> dims;  // {} for a scalar
+  double value = 0;           // every element
+};
+
+// A graph without inputs whose outputs are `items`, each filled with its value (moments through
+// ConstantOfShape, so the file does not hold a copy of every parameter's size in zeros).
+onnx::GraphProto BuildInitialization(const std::vector<StateItem>& items);
+
+// A value_info of a tensor type.
+onnx::ValueInfoProto TensorValue(const std::string& name, int elem_type,
+                                 const std::vector<int64_t>& dims);
+
+}  // namespace ampc

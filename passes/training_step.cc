@@ -1,0 +1,321 @@
+#include "passes/training_step.h"
+
+#include <onnx/defs/attr_proto_util.h>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "passes/ampc_ops.h"
+#include "passes/autodiff.h"
+#include "passes/name_allocator.h"
+#include "passes/training_state.h"
+
+namespace ampc {
+namespace {
+
+using onnx::MakeAttribute;
+using Attributes = std::vector<onnx::AttributeProto>;
+constexpr int kFloat = onnx::TensorProto::FLOAT;
+constexpr int kInt64 = onnx::TensorProto::INT64;
+constexpr int kBool = onnx::TensorProto::BOOL;
+
+// Appends the nodes of the step after the forward copy.
+class StepWriter {
+ public:
+  StepWriter(onnx::GraphProto& graph, NameAllocator& names) : graph_(graph), names_(names) {}
+
+  void Node(const std::string& op, const std::vector<std::string>& inputs,
+            const std::vector<std::string>& outputs, Attributes attributes = {},
+            const std::string& domain = "") {
+    onnx::NodeProto& node = *graph_.add_node();
+    node.set_name(names_.Fresh(absl::StrCat("/ampc/", op)));
+    node.set_op_type(op);
+    if (!domain.empty()) node.set_domain(domain);
+    for (const std::string& input : inputs) node.add_input(input);
+    for (const std::string& output : outputs) node.add_output(output);
+    for (onnx::AttributeProto& attribute : attributes) *node.add_attribute() = std::move(attribute);
+  }
+  // A one-output node whose output is named after `hint`.
+  std::string Op(const std::string& op, const std::vector<std::string>& inputs,
+                 const std::string& hint, Attributes attributes = {}) {
+    std::string out = names_.Fresh(hint);
+    Node(op, inputs, {out}, std::move(attributes));
+    return out;
+  }
+  std::string Int(int64_t value) {
+    return Op("Constant", {}, "ampc.const", {MakeAttribute("value_int", value)});
+  }
+  std::string Float(float value) {
+    return Op("Constant", {}, "ampc.const", {MakeAttribute("value_float", value)});
+  }
+
+ private:
+  onnx::GraphProto& graph_;
+  NameAllocator& names_;
+};
+
+struct Scaling {
+  bool dynamic;
+  float init_scale;
+};
+
+Scaling ScalingOf(const TrainingOptions& options, int low_dtype) {
+  switch (options.loss_scale) {
+    case TrainingOptions::LossScale::kDynamic:
+      return {true, options.init_scale};
+    case TrainingOptions::LossScale::kStatic:
+      return {false, options.init_scale};
+    case TrainingOptions::LossScale::kNone:
+      return {false, 1.0f};
+    case TrainingOptions::LossScale::kDefault:
+      break;
+  }
+  if (low_dtype == onnx::TensorProto::FLOAT16) return {true, options.init_scale};
+  return {false, 1.0f};
+}
+
+bool UsesAdam(const TrainingOptions& o) {
+  return o.optimizer == TrainingOptions::Optimizer::kAdam ||
+         o.optimizer == TrainingOptions::Optimizer::kAdamW;
+}
+
+float WeightDecay(const TrainingOptions& o) {
+  if (o.weight_decay >= 0) return o.weight_decay;
+  return o.optimizer == TrainingOptions::Optimizer::kAdamW ? 0.01f : 0.0f;
+}
+
+// The optimizer's state items of parameter `p`.
+std::vector<std::string> MomentNames(const TrainingOptions& o, const std::string& p) {
+  if (UsesAdam(o)) return {p + ".ampc.m", p + ".ampc.v"};
+  if (o.optimizer == TrainingOptions::Optimizer::kMomentum) return {p + ".ampc.momentum"};
+  return {};
+}
+
+// One optimizer node updating `p` with the unscaled gradient `u`.
+void EmitOptimizer(StepWriter& w, const TrainingOptions& o, const std::string& p,
+                   const std::string& u, const std::string& skip, const std::string& first,
+                   const std::string& step_after) {
+  std::vector<std::string> outputs = {NextName(p)};
+  const std::vector<std::string> moments = MomentNames(o, p);
+  for (const std::string& moment : moments) outputs.push_back(NextName(moment));
+  if (UsesAdam(o)) {
+    w.Node("Adam", {skip, kLearningRate, step_after, p, u, moments[0], moments[1]}, outputs,
+           {MakeAttribute("beta1", o.beta1), MakeAttribute("beta2", o.beta2),
+            MakeAttribute("epsilon", o.epsilon), MakeAttribute("weight_decay", WeightDecay(o)),
+            MakeAttribute("decoupled", int64_t{o.optimizer == TrainingOptions::Optimizer::kAdamW})},
+           kAmpcDomain);
+    return;
+  }
+  std::vector<std::string> inputs = {skip, kLearningRate, first, p, u};
+  const bool momentum = o.optimizer == TrainingOptions::Optimizer::kMomentum && o.momentum != 0;
+  if (momentum) {
+    inputs.push_back(moments[0]);
+  } else {
+    outputs.resize(1);
+  }
+  w.Node("SGD", inputs, outputs,
+         {MakeAttribute("momentum", momentum ? o.momentum : 0.0f),
+          MakeAttribute("dampening", o.dampening), MakeAttribute("nesterov", int64_t{o.nesterov}),
+          MakeAttribute("weight_decay", WeightDecay(o))},
+         kAmpcDomain);
+}
+
+// The step's counters (docs/training-design.md, "The step", 7).
+void EmitCounters(StepWriter& w, const std::string& skip, const std::string& loss_bad) {
+  const std::string skip_count =
+      w.Op("Cast", {skip}, "ampc.skip_count", {MakeAttribute("to", int64_t{kInt64})});
+  const std::string one = w.Int(1);
+  const std::string applied_count = w.Op("Sub", {one, skip_count}, "ampc.applied_count");
+  w.Node("Add", {kStep, applied_count}, {NextName(kStep)});
+  w.Node("Add", {kSkippedSteps, skip_count}, {NextName(kSkippedSteps)});
+  const std::string more = w.Op("Add", {kConsecutiveSkips, one}, "ampc.consecutive_plus_one");
+  w.Node("Where", {skip, more, w.Int(0)}, {NextName(kConsecutiveSkips)});
+  const std::string bad_count =
+      w.Op("Cast", {loss_bad}, "ampc.loss_bad_count", {MakeAttribute("to", int64_t{kInt64})});
+  w.Node("Add", {kNonfiniteLossSteps, bad_count}, {NextName(kNonfiniteLossSteps)});
+}
+
+absl::Status CheckLoss(const GraphIndex& index, const std::string& loss) {
+  const onnx::TypeProto* type = index.Type(loss);
+  if (index.Source(loss) == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--loss=", loss, ": no such value in the graph"));
+  }
+  if (type == nullptr || !type->has_tensor_type() || type->tensor_type().elem_type() != kFloat) {
+    return absl::InvalidArgumentError(absl::StrCat("--loss=", loss, ": the loss must be FP32"));
+  }
+  const auto& shape = type->tensor_type().shape();
+  int64_t elements = 1;
+  for (const auto& dim : shape.dim()) elements *= dim.has_dim_value() ? dim.dim_value() : -1;
+  if (!type->tensor_type().has_shape() || elements != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--loss=", loss, ": the loss must be a scalar"));
+  }
+  return absl::OkStatus();
+}
+
+// Model-local functions for the ai.ampc ops of `algorithm` that have a body (a warning for each
+// that has none yet).
+absl::Status AddFunctions(onnx::ModelProto& model, const onnx::GraphProto& algorithm,
+                          std::vector<std::string>& warnings) {
+  absl::flat_hash_set<std::string> done;
+  for (const onnx::NodeProto& node : algorithm.node()) {
+    if (node.domain() != kAmpcDomain || !done.insert(node.op_type()).second) continue;
+    absl::StatusOr<onnx::FunctionProto> body =
+        AmpcFunctionBody(node.op_type(), node.input_size(), node.output_size());
+    if (absl::IsNotFound(body.status())) {
+      warnings.push_back(absl::StrCat("ai.ampc.", node.op_type(), " has no function body yet"));
+      continue;
+    }
+    if (!body.ok()) return body.status();
+    *model.add_functions() = *std::move(body);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status AssembleTrainingStep(onnx::ModelProto& model, const TrainingOptions& options,
+                                  int low_dtype, std::vector<std::string>& warnings) {
+  if (model.training_info_size() > 0) {
+    return absl::InvalidArgumentError("the model already has training_info");
+  }
+  const onnx::GraphProto& graph = model.graph();
+  absl::StatusOr<std::unique_ptr<GraphIndex>> index = GraphIndex::Build(graph);
+  if (!index.ok()) return index.status();
+  if (absl::Status s = CheckLoss(**index, options.loss); !s.ok()) return s;
+  absl::StatusOr<std::vector<std::string>> params =
+      TrainableParameters(**index, options.loss, options.freeze);
+  if (!params.ok()) return params.status();
+  if (params->empty()) return absl::InvalidArgumentError("no trainable parameters reach the loss");
+
+  // State items: the optimizer's moments, then the scaler state and counters.
+  const Scaling scaling = ScalingOf(options, low_dtype);
+  std::vector<StateItem> state;
+  absl::flat_hash_set<std::string> initializers;
+  for (const onnx::TensorProto& t : graph.initializer()) initializers.insert(t.name());
+  for (const std::string& p : *params) {
+    const onnx::TypeProto* type = (*index)->Type(p);
+    std::vector<int64_t> dims;
+    for (const auto& dim : type->tensor_type().shape().dim()) dims.push_back(dim.dim_value());
+    if (type->tensor_type().elem_type() != kFloat) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter '", p, "' is not FP32"));
+    }
+    for (const std::string& moment : MomentNames(options, p))
+      state.push_back({moment, kFloat, dims});
+  }
+  state.push_back({kScale, kFloat, {}, scaling.init_scale});
+  state.push_back({kGrowthTracker, kInt64, {}, 0});
+  state.push_back({kHysteresisLeft, kInt64, {}, static_cast<double>(options.hysteresis)});
+  for (const char* counter : {kStep, kSkippedSteps, kConsecutiveSkips, kNonfiniteLossSteps}) {
+    state.push_back({counter, kInt64, {}, 0});
+  }
+  NameAllocator names(model);
+  for (const StateItem& item : state) {
+    for (const std::string& name : {item.name, NextName(item.name)}) {
+      if (names.Contains(name)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the model already uses the name '", name, "' that training state needs"));
+      }
+      names.Reserve(name);
+    }
+  }
+  for (const std::string& p : *params) names.Reserve(NextName(p));
+  for (const char* name : {kLearningRate, kApplied, kGradNorm}) names.Reserve(name);
+
+  onnx::TrainingInfoProto& info = *model.add_training_info();
+  *info.mutable_initialization() = BuildInitialization(state);
+  onnx::GraphProto& step = *info.mutable_algorithm();
+  step.set_name("ampc_training_step");
+  for (const onnx::ValueInfoProto& input : graph.input()) {
+    if (!initializers.contains(input.name())) *step.add_input() = input;
+  }
+  *step.add_input() = TensorValue(kLearningRate, kFloat, {});
+  *step.mutable_node() = graph.node();
+
+  // 1. loss check; 2. backward seeded with d(loss * scale)/d(loss) = scale.
+  StepWriter w(step, names);
+  const std::string nan = w.Op("IsNaN", {options.loss}, "ampc.loss_nan");
+  const std::string inf = w.Op("IsInf", {options.loss}, "ampc.loss_inf");
+  const std::string loss_bad = w.Op("Or", {nan, inf}, "ampc.loss_bad");
+  absl::StatusOr<std::vector<std::string>> grads =
+      AppendGradients(step, **index, {options.loss, kScale, *params}, names);
+  if (!grads.ok()) return grads.status();
+
+  // 3.-5. finite check, scale update, unscale and clip.
+  const std::string found = names.Fresh("ampc.found");
+  w.Node("CheckFinite", *grads, {found}, {}, kAmpcDomain);
+  w.Node(
+      "UpdateScale", {kScale, kGrowthTracker, kHysteresisLeft, found, loss_bad},
+      {NextName(kScale), NextName(kGrowthTracker), NextName(kHysteresisLeft)},
+      {MakeAttribute("growth_factor", options.growth_factor),
+       MakeAttribute("backoff_factor", options.backoff_factor),
+       MakeAttribute("growth_interval", options.growth_interval),
+       MakeAttribute("hysteresis", options.hysteresis),
+       MakeAttribute("min_scale", options.min_scale), MakeAttribute("max_scale", options.max_scale),
+       MakeAttribute("dynamic", int64_t{scaling.dynamic})},
+      kAmpcDomain);
+  std::vector<std::string> unscaled;
+  for (const std::string& p : *params) unscaled.push_back(names.Fresh(p + ".ampc.grad"));
+  const std::string norm = names.Fresh("ampc.norm");
+  std::vector<std::string> clip_inputs = {kScale};
+  clip_inputs.insert(clip_inputs.end(), grads->begin(), grads->end());
+  std::vector<std::string> clip_outputs = unscaled;
+  clip_outputs.push_back(norm);
+  w.Node("UnscaleClip", clip_inputs, clip_outputs,
+         {MakeAttribute("max_norm", options.clip_grad_norm)}, kAmpcDomain);
+
+  // 6. skip, the optimizer nodes; 7. counters.
+  const std::string skip = w.Op("Or", {found, loss_bad}, "ampc.skip");
+  w.Node("Not", {skip}, {kApplied});
+  w.Node("Where", {skip, w.Float(0.0f), norm}, {kGradNorm});
+  const std::string first = w.Op("Equal", {kStep, w.Int(0)}, "ampc.first");
+  const std::string step_after = w.Op("Add", {kStep, w.Int(1)}, "ampc.step_after");
+  for (size_t i = 0; i < params->size(); ++i) {
+    EmitOptimizer(w, options, (*params)[i], unscaled[i], skip, first, step_after);
+  }
+  EmitCounters(w, skip, loss_bad);
+
+  // Outputs and update_binding: parameters, then the state items in initialization order.
+  *step.add_output() = TensorValue(options.loss, kFloat, {});
+  *step.add_output() = TensorValue(kApplied, kBool, {});
+  *step.add_output() = TensorValue(kGradNorm, kFloat, {});
+  auto bind = [&](const std::string& name, int elem_type, const std::vector<int64_t>& dims) {
+    *step.add_output() = TensorValue(NextName(name), elem_type, dims);
+    onnx::StringStringEntryProto& binding = *info.add_update_binding();
+    binding.set_key(name);
+    binding.set_value(NextName(name));
+  };
+  for (const std::string& p : *params) {
+    std::vector<int64_t> dims;
+    for (const auto& dim : (*index)->Type(p)->tensor_type().shape().dim())
+      dims.push_back(dim.dim_value());
+    bind(p, kFloat, dims);
+  }
+  for (const StateItem& item : state) bind(item.name, item.elem_type, item.dims);
+
+  bool has_ampc = false;
+  for (const auto& opset : model.opset_import())
+    has_ampc = has_ampc || opset.domain() == kAmpcDomain;
+  if (!has_ampc) {
+    onnx::OperatorSetIdProto& opset = *model.add_opset_import();
+    opset.set_domain(kAmpcDomain);
+    opset.set_version(kAmpcOpsetVersion);
+  }
+  onnx::StringStringEntryProto& lr = *model.add_metadata_props();
+  lr.set_key(kLearningRate);
+  lr.set_value(absl::StrCat(options.lr));
+  return AddFunctions(model, step, warnings);
+}
+
+absl::StatusOr<bool> TrainingStep::Run(ModelContext& context) {
+  if (!context.training.enabled) return false;
+  std::vector<std::string> warnings;
+  absl::Status status =
+      AssembleTrainingStep(context.model, context.training, context.autocast.low_dtype, warnings);
+  for (std::string& warning : warnings)
+    context.Warn(absl::StrCat(context.file, ": warning: ", warning));
+  if (!status.ok())
+    return absl::InvalidArgumentError(absl::StrCat(context.file, ": ", status.message()));
+  return true;
+}
+
+}  // namespace ampc
