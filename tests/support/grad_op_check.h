@@ -4,6 +4,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <onnx/defs/function.h>
 
 #include <cmath>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "passes/ampc_grad_ops.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/dtype.h"
 #include "runtime/session.h"
@@ -81,17 +83,22 @@ inline std::string TypeName(DType dtype) {
                                      : "double";
 }
 
-// A session over `body` (a graph in ONNX text, with $T and $U) for element type `dtype`.
+// The model of `body` (a graph in ONNX text, with $T) for element type `dtype`.
+inline onnx::ModelProto ModelOf(const std::string& body, DType dtype) {
+  // A scalar is declared `T x`: libonnx 1.12 parses `T[] x` as a type without a shape.
+  return ParseModelText(absl::StrReplaceAll(
+      absl::StrCat(R"(<ir_version: 8, opset_import: ["" : 17, "ai.ampc" : 1]>)", "\n", body),
+      {{"$T", TypeName(dtype)}, {"[] ", " "}}));
+}
+
+// A session over a model on the CPU runtime.
 class Model {
  public:
-  Model(const std::string& body, DType dtype) {
+  Model(const std::string& body, DType dtype) : Model(ModelOf(body, dtype)) {}
+  explicit Model(const onnx::ModelProto& model) {
     static CpuBackend* backend = new CpuBackend(2);
-    // A scalar is declared `T x`: libonnx 1.12 parses `T[] x` as a type without a shape.
-    const std::string text = absl::StrReplaceAll(
-        absl::StrCat(R"(<ir_version: 8, opset_import: ["" : 17, "ai.ampc" : 1]>)", "\n", body),
-        {{"$T", TypeName(dtype)}, {"[] ", " "}});
-    auto session = Session::Create(ParseModelText(text), DefaultRegistry(), *backend);
-    EXPECT_TRUE(session.ok()) << session.status() << "\n" << text;
+    auto session = Session::Create(model, DefaultRegistry(), *backend);
+    EXPECT_TRUE(session.ok()) << session.status() << "\n" << model.DebugString();
     if (session.ok()) session_ = *std::move(session);
   }
 
@@ -156,8 +163,29 @@ inline std::vector<Value> AsAll(std::vector<Value> values, DType dtype) {
   return values;
 }
 
+// The grad op's FunctionProto body, expanded in place of the op's node, computes (in FP64) what
+// the kernel computed: `expected`. Ops without a body are skipped.
+inline void CheckFunctionBody(const std::string& grad, const std::vector<Value>& inputs,
+                              const std::vector<Tensor>& expected) {
+  RegisterGradientOpSchemas();  // FunctionExpandHelper reads the op's schema
+  onnx::ModelProto model = ModelOf(grad, DType::kDouble);
+  ASSERT_EQ(model.graph().node_size(), 1);
+  const onnx::NodeProto node = model.graph().node(0);
+  absl::StatusOr<onnx::FunctionProto> body = GradientFunctionBody(node);
+  if (absl::IsNotFound(body.status())) return;
+  ASSERT_TRUE(body.ok()) << body.status();
+  model.mutable_graph()->clear_node();
+  onnx::FunctionExpandHelper(node, *body, *model.mutable_graph(), "body_");
+  const std::vector<Tensor> outputs = Model(model).Run(inputs);
+  ASSERT_EQ(outputs.size(), expected.size()) << "the expanded body did not run";
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    ExpectClose(ToDoubles(outputs[k]), ToDoubles(expected[k]), 1e-9, 1e-7,
+                absl::StrCat(node.op_type(), "'s function body, output ", k));
+  }
+}
+
 // One gradient op checked against its forward op: `forward` and `grad` are graphs in ONNX text
-// ($T, $U); the grad model's outputs are the gradients of the forward inputs listed in `wrt`, in
+// ($T); the grad model's outputs are the gradients of the forward inputs listed in `wrt`, in
 // that order, of sum(forward output `output` * r).
 struct GradCase {
   std::string forward, grad;
@@ -185,6 +213,7 @@ inline void CheckGradCase(const GradCase& c, DType low = DType::kFloat16, double
   for (size_t i : c.statistics) grad_inputs[i] = As(grad_inputs[i], DType::kFloat);
   const std::vector<Tensor> analytic = grad.Run(grad_inputs);
   ASSERT_EQ(analytic.size(), c.wrt.size()) << "grad run failed";
+  CheckFunctionBody(c.grad, grad_inputs, analytic);
   for (size_t k = 0; k < c.wrt.size(); ++k) {
     const std::vector<double> numeric =
         NumericGradient(forward, c.inputs, c.wrt[k], c.output, r.values, 1e-6);

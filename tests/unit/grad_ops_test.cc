@@ -3,12 +3,16 @@
 // in FP16/BF16 against their FP32 result rounded. Convolution, pooling and BatchNormalization are
 // in grad_ops_nn_test.cc.
 #include <gtest/gtest.h>
+#include <onnx/checker.h>
+#include <onnx/shape_inference/implementation.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/substitute.h"
+#include "passes/ampc_grad_ops.h"
 #include "tests/support/grad_op_check.h"
 
 namespace ampc {
@@ -203,6 +207,51 @@ TEST(LayerNormalizationGradTest, BroadcastScaleGradientSumsToScalesShape) {
   for (size_t i = 0; i < ds.size(); ++i) reduced[i % 4] += ds[i];
   testing::ExpectClose(reduced, testing::NumericGradient(forward, c.inputs, 1, 0, r.values, 1e-6),
                        1e-6, 1e-5, "dscale summed over the broadcast axis");
+}
+
+TEST(GradientSchemasTest, CheckerAcceptsAndInferenceGivesGradientShapes) {
+  RegisterGradientOpSchemas();
+  onnx::ModelProto model = testing::ModelOf(R"(
+g (float[2,3,4] dy, float[2,3,4] x, float[3,4] s, float[2,1,1] m, float[2,1,1] r, float[3] c,
+   float[2,4,3,3] cy, float[2,3,5,5] cx, float[4,3,3,3] cw, float[2,4,5,5] px, int64[2,4,3,3] pi,
+   float[] dl, float[2,4,3,3] lp, int64[2,3,3] lab) => (float[2,3,4] dx) {
+  dx, ds, db = ai.ampc.LayerNormalizationGrad<axis = 1>(dy, x, s, m, r)
+  bx, bs, bb = ai.ampc.BatchNormalizationGrad<epsilon = 0.001>(dy, x, c, c, c)
+  cdx, cdw, cdb = ai.ampc.ConvGrad<pads = [0, 0, 0, 0]>(cy, cx, cw)
+  mdx = ai.ampc.MaxPoolGrad(cy, pi, px)
+  adx = ai.ampc.AveragePoolGrad<kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]>(cy, px)
+  sdx = ai.ampc.SoftmaxGrad<axis = 1>(dy, x)
+  ldx = ai.ampc.LogSoftmaxGrad<axis = 1>(dy, x)
+  gdx = ai.ampc.GeluGrad(dy, x)
+  ddx = ai.ampc.SoftmaxCrossEntropyLossGrad<reduction = "mean", ignore_index = -1>(dl, lp, lab)
+})",
+                                            DType::kFloat);
+  try {
+    onnx::checker::check_model(model);
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
+                                       {/*check_type=*/true, /*error_mode=*/1, false});
+  } catch (const std::exception& e) {
+    FAIL() << e.what();
+  }
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& v : model.graph().value_info()) {
+    EXPECT_EQ(v.type().tensor_type().elem_type(), onnx::TensorProto::FLOAT) << v.name();
+    for (const auto& d : v.type().tensor_type().shape().dim())
+      shapes[v.name()].push_back(d.dim_value());
+  }
+  using V = std::vector<int64_t>;
+  EXPECT_EQ(shapes["ds"], (V{3, 4}));
+  EXPECT_EQ(shapes["db"], (V{3, 4}));
+  EXPECT_EQ(shapes["bx"], (V{2, 3, 4}));
+  EXPECT_EQ(shapes["bs"], (V{3}));
+  EXPECT_EQ(shapes["cdx"], (V{2, 3, 5, 5}));
+  EXPECT_EQ(shapes["cdw"], (V{4, 3, 3, 3}));
+  EXPECT_EQ(shapes["cdb"], (V{4}));
+  EXPECT_EQ(shapes["mdx"], (V{2, 4, 5, 5}));
+  EXPECT_EQ(shapes["adx"], (V{2, 4, 5, 5}));
+  EXPECT_EQ(shapes["sdx"], (V{2, 3, 4}));
+  EXPECT_EQ(shapes["gdx"], (V{2, 3, 4}));
+  EXPECT_EQ(shapes["ddx"], (V{2, 4, 3, 3}));
 }
 
 }  // namespace

@@ -1,0 +1,273 @@
+// FunctionProto bodies of the ai.ampc gradient ops in standard ONNX ops (ONNX text syntax), each
+// following its CPU kernel's arithmetic (kernels/cpu/grad_kernels.cc and grad_*.h) step by step.
+#include <onnx/defs/parser.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "passes/ampc_grad_ops.h"
+
+namespace ampc {
+namespace {
+
+constexpr char kDomain[] = "ai.ampc";
+
+struct Body {
+  std::vector<std::string> inputs, outputs, attributes;
+  std::string nodes;
+};
+
+// Reductions along `axis` as a 1-D axes input (ReduceSum's axes are an input from opset 13).
+constexpr char kAxisNodes[] = R"(
+axis = Constant <value_int: int = @axis> ()
+zero_axis = Constant <value_ints = [0]> ()
+axes = Unsqueeze (axis, zero_axis)
+)";
+
+Body SoftmaxGradBody() {
+  return {{"dy", "y"}, {"dx"}, {"axis"}, absl::StrCat(kAxisNodes, R"(
+prod = Mul (dy, y)
+sum = ReduceSum <keepdims = 1> (prod, axes)
+diff = Sub (dy, sum)
+dx = Mul (y, diff)
+)")};
+}
+
+Body LogSoftmaxGradBody() {
+  return {{"dy", "y"}, {"dx"}, {"axis"}, absl::StrCat(kAxisNodes, R"(
+sum = ReduceSum <keepdims = 1> (dy, axes)
+p = Exp (y)
+ps = Mul (p, sum)
+dx = Sub (dy, ps)
+)")};
+}
+
+Body GeluGradBody() {
+  return {{"dy", "x"}, {"dx"}, {}, R"(
+c_sqrt1_2 = Constant <value_float = 0.70710678118654752> ()
+c_half = Constant <value_float = 0.5> ()
+c_one = Constant <value_float = 1.0> ()
+c_neg_half = Constant <value_float = -0.5> ()
+c_inv_sqrt_2pi = Constant <value_float = 0.39894228040143268> ()
+sqrt1_2 = CastLike (c_sqrt1_2, x)
+half = CastLike (c_half, x)
+one = CastLike (c_one, x)
+neg_half = CastLike (c_neg_half, x)
+inv_sqrt_2pi = CastLike (c_inv_sqrt_2pi, x)
+xs = Mul (x, sqrt1_2)
+e = Erf (xs)
+e1 = Add (one, e)
+cdf = Mul (half, e1)
+nh = Mul (neg_half, x)
+nhx = Mul (nh, x)
+ex = Exp (nhx)
+pdf = Mul (inv_sqrt_2pi, ex)
+xpdf = Mul (x, pdf)
+d = Add (cdf, xpdf)
+dx = Mul (dy, d)
+)"};
+}
+
+// Scores seen as [N, C, D] and labels as [N, D]; k(n, d) the factor of each label's row.
+Body SoftmaxCrossEntropyLossGradBody(const onnx::NodeProto& node) {
+  std::string reduction = "mean";
+  bool has_ignore = false;
+  for (const auto& a : node.attribute()) {
+    if (a.name() == "reduction") reduction = a.s();
+    if (a.name() == "ignore_index") has_ignore = true;
+  }
+  const bool weighted = node.input_size() > 3 && !node.input(3).empty();
+  Body b{{"dloss", "log_prob", "labels"}, {"dscores"}, {}, ""};
+  // Without ignore_index, a value no valid label has (labels lie in [0, C)).
+  absl::StrAppend(&b.nodes, has_ignore ? "ignore = Constant <value_int: int = @ignore_index> ()\n"
+                                       : "ignore = Constant <value_int = -1> ()\n");
+  if (has_ignore) b.attributes.push_back("ignore_index");
+  absl::StrAppend(&b.nodes, R"(
+shape3 = Constant <value_ints = [0, 0, -1]> ()
+shape2 = Constant <value_ints = [0, -1]> ()
+shape_c = Constant <value_ints = [1, -1, 1]> ()
+one_axis = Constant <value_ints = [1]> ()
+zero_i = Constant <value_int = 0> ()
+one_i = Constant <value_int = 1> ()
+c_zero = Constant <value_float = 0.0> ()
+c_one = Constant <value_float = 1.0> ()
+zero = CastLike (c_zero, log_prob)
+one = CastLike (c_one, log_prob)
+lp = Reshape (log_prob, shape3)
+p = Exp (lp)
+labels64 = Cast <to = 7> (labels)
+lab = Reshape (labels64, shape2)
+classes_1 = Shape <start = 1, end = 2> (log_prob)
+classes = Squeeze (classes_1)
+range = Range (zero_i, classes, one_i)
+class_ids = Reshape (range, shape_c)
+lab3 = Unsqueeze (lab, one_axis)
+hit = Equal (lab3, class_ids)
+onehot = CastLike (hit, log_prob)
+ignored = Equal (lab, ignore)
+)");
+  if (weighted) {
+    b.inputs.push_back("weights");
+    absl::StrAppend(&b.nodes, R"(
+safe = Where (ignored, zero_i, lab)
+w = Gather (weights, safe)
+k = Where (ignored, zero, w)
+)");
+  } else {
+    absl::StrAppend(&b.nodes, "k = Where (ignored, zero, one)\n");
+  }
+  if (reduction == "none") {
+    absl::StrAppend(&b.nodes, "g = Reshape (dloss, shape2)\nkk = Mul (k, g)\n");
+  } else if (reduction == "sum") {
+    absl::StrAppend(&b.nodes, "kk = Mul (k, dloss)\n");
+  } else {
+    absl::StrAppend(&b.nodes, "wsum = ReduceSum <keepdims = 0> (k)\nq = Div (dloss, wsum)\n",
+                    "kk = Mul (k, q)\n");
+  }
+  absl::StrAppend(&b.nodes, R"(
+kk3 = Unsqueeze (kk, one_axis)
+diff = Sub (p, onehot)
+grad = Mul (kk3, diff)
+scores_shape = Shape (log_prob)
+dscores = Reshape (grad, scores_shape)
+)");
+  return b;
+}
+
+// Rows [R, K] of x from `axis` on (Flatten), statistics as [R, 1] columns.
+Body LayerNormalizationGradBody() {
+  return {{"dy", "x", "scale", "mean", "inv_std_dev"}, {"dx", "dscale", "dbias"}, {"axis"}, R"(
+x2 = Flatten <axis: int = @axis> (x)
+dy2 = Flatten <axis: int = @axis> (dy)
+normalized = Shape <start: int = @axis> (x)
+x_shape = Shape (x)
+col = Constant <value_ints = [-1, 1]> ()
+row = Constant <value_ints = [1, -1]> ()
+axis0 = Constant <value_ints = [0]> ()
+axis1 = Constant <value_ints = [1]> ()
+scale_full = Expand (scale, normalized)
+s = Reshape (scale_full, row)
+mean_t = CastLike (mean, x)
+inv_t = CastLike (inv_std_dev, x)
+m = Reshape (mean_t, col)
+r = Reshape (inv_t, col)
+xc = Sub (x2, m)
+xhat = Mul (xc, r)
+g = Mul (dy2, s)
+cols_1 = Shape <start = 1> (x2)
+cols = CastLike (cols_1, x)
+sum_g = ReduceSum <keepdims = 1> (g, axis1)
+mean_g = Div (sum_g, cols)
+gx = Mul (g, xhat)
+sum_gx = ReduceSum <keepdims = 1> (gx, axis1)
+mean_gx = Div (sum_gx, cols)
+t1 = Sub (g, mean_g)
+t2 = Mul (xhat, mean_gx)
+t3 = Sub (t1, t2)
+dx2 = Mul (r, t3)
+dx = Reshape (dx2, x_shape)
+dyx = Mul (dy2, xhat)
+ds = ReduceSum <keepdims = 0> (dyx, axis0)
+dscale = Reshape (ds, normalized)
+db = ReduceSum <keepdims = 0> (dy2, axis0)
+dbias = Reshape (db, normalized)
+)"};
+}
+
+// x seen as [N, C, S], per-channel values as [1, C, 1].
+Body BatchNormalizationGradBody() {
+  return {{"dy", "x", "scale", "saved_mean", "saved_inv_std"}, {"dx", "dscale", "dbias"}, {}, R"(
+shape3 = Constant <value_ints = [0, 0, -1]> ()
+shape_c = Constant <value_ints = [1, -1, 1]> ()
+flat = Constant <value_ints = [-1]> ()
+axes = Constant <value_ints = [0, 2]> ()
+x3 = Reshape (x, shape3)
+dy3 = Reshape (dy, shape3)
+x_shape = Shape (x)
+mean_t = CastLike (saved_mean, x)
+inv_t = CastLike (saved_inv_std, x)
+m = Reshape (mean_t, shape_c)
+r = Reshape (inv_t, shape_c)
+s = Reshape (scale, shape_c)
+xc = Sub (x3, m)
+xhat = Mul (xc, r)
+db = ReduceSum <keepdims = 1> (dy3, axes)
+dyx = Mul (dy3, xhat)
+ds = ReduceSum <keepdims = 1> (dyx, axes)
+size = Size (x)
+channels = Shape <start = 1, end = 2> (x)
+count_i = Div (size, channels)
+count = CastLike (count_i, x)
+k = Mul (s, r)
+b_mean = Div (db, count)
+s_mean = Div (ds, count)
+t1 = Sub (dy3, b_mean)
+t2 = Mul (xhat, s_mean)
+t3 = Sub (t1, t2)
+dx3 = Mul (k, t3)
+dx = Reshape (dx3, x_shape)
+dscale = Reshape (ds, flat)
+dbias = Reshape (db, flat)
+)"};
+}
+
+Body MaxPoolGradBody() {
+  return {{"dy", "indices", "x"}, {"dx"}, {}, R"(
+flat = Constant <value_ints = [-1]> ()
+x_shape = Shape (x)
+size = Size (x)
+size_1 = Reshape (size, flat)
+zeros_f = ConstantOfShape (size_1)
+zeros = CastLike (zeros_f, dy)
+dy_flat = Reshape (dy, flat)
+indices_flat = Reshape (indices, flat)
+sum = ScatterElements <axis = 0, reduction = "add"> (zeros, indices_flat, dy_flat)
+dx = Reshape (sum, x_shape)
+)"};
+}
+
+}  // namespace
+
+absl::StatusOr<onnx::FunctionProto> GradientFunctionBody(const onnx::NodeProto& node,
+                                                         int onnx_opset) {
+  const std::string& op = node.op_type();
+  Body body;
+  if (op == "SoftmaxGrad") {
+    body = SoftmaxGradBody();
+  } else if (op == "LogSoftmaxGrad") {
+    body = LogSoftmaxGradBody();
+  } else if (op == "GeluGrad") {
+    body = GeluGradBody();
+  } else if (op == "SoftmaxCrossEntropyLossGrad") {
+    body = SoftmaxCrossEntropyLossGradBody(node);
+  } else if (op == "LayerNormalizationGrad") {
+    body = LayerNormalizationGradBody();
+  } else if (op == "BatchNormalizationGrad") {
+    body = BatchNormalizationGradBody();
+  } else if (op == "MaxPoolGrad") {
+    body = MaxPoolGradBody();
+  } else {
+    return absl::NotFoundError(absl::StrCat("ai.ampc.", op, " has no function body"));
+  }
+  if (onnx_opset < 16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the body of ai.ampc.", op, " needs ONNX opset 16 or later, not ", onnx_opset));
+  }
+  const std::string attributes =
+      body.attributes.empty() ? "" : absl::StrCat("<", absl::StrJoin(body.attributes, ", "), ">");
+  const std::string text = absl::StrCat(
+      "<domain: \"", kDomain, "\", opset_import: [\"\" : ", onnx_opset, ", \"", kDomain,
+      "\" : 1]>\n", op, " ", attributes, " (", absl::StrJoin(body.inputs, ", "), ") => (",
+      absl::StrJoin(body.outputs, ", "), ") {\n", body.nodes, "}\n");
+  onnx::FunctionProto function;
+  const onnx::Common::Status status = onnx::OnnxParser::Parse(function, text.c_str());
+  if (!status.IsOK()) {
+    return absl::InternalError(
+        absl::StrCat("body of ai.ampc.", op, " does not parse: ", status.ErrorMessage()));
+  }
+  return function;
+}
+
+}  // namespace ampc

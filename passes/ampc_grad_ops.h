@@ -1,0 +1,25 @@
+// The ai.ampc gradient ops (docs/training-design.md, "Gradient ops"): their OpSchemas and their
+// FunctionProto bodies in standard ONNX ops. The CPU kernels are kernels/cpu/grad_kernels.cc.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include "absl/status/statusor.h"
+
+namespace ampc {
+
+// Registers the gradient ops' schemas with libonnx (and the ai.ampc domain if it is not yet);
+// idempotent, called by RegisterAmpcSchemas() (passes/ampc_ops.h).
+void RegisterGradientOpSchemas();
+
+// The body of the gradient op `node` (domain ai.ampc) in standard ops of `onnx_opset` (>= 16).
+// Hyper-parameters are attribute references (@axis, @ignore_index, ...), so nodes that differ
+// only in them share the body; what changes the body's structure is fixed from `node`: its arity
+// (SoftmaxCrossEntropyLossGrad's weights) and SoftmaxCrossEntropyLossGrad's `reduction`. A node
+// calling the function states every attribute the body reads (IR 8: no defaults);
+// SoftmaxCrossEntropyLossGrad without ignore_index reads none. NotFound for an op without a body
+// (ConvGrad and AveragePoolGrad for now).
+absl::StatusOr<onnx::FunctionProto> GradientFunctionBody(const onnx::NodeProto& node,
+                                                         int onnx_opset = 17);
+
+}  // namespace ampc
