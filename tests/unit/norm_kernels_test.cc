@@ -413,6 +413,59 @@ g (float[1, 2, 2, 3] x) => (float[1, 2, 1, 2] y, int64[1, 2, 1, 2] i) {
   }
 }
 
+// A 3-D pool with a depth-1 window is the 2-D pool of every depth slice: the 3-D path (window
+// offsets listed once per call) against the same reference, over 18 planes, and its Indices
+// against the 2-D path's on the same data seen as [2, 9, 7, 6].
+TEST(PoolTest, ThreeDimensionalPoolsMatchTheTwoDimensionalReference) {
+  constexpr int kH = 7, kW = 6;
+  const std::vector<float> x = Pseudo(18 * kH * kW, -5, 5, 6);
+  // MaxPool also returns Indices; the 2-D form reads x as [2, 9, 7, 6].
+  const auto model = [](const std::string& op, const std::string& attributes, bool three_d) {
+    const std::string dims = three_d ? "2, 3, 3" : "2, 9";
+    const bool max = op == "MaxPool";
+    return "<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[" + dims +
+           ", 7, 6] x) => (float[" + dims + ", OH, OW] y" +
+           (max ? ", int64[" + dims + ", OH, OW] i" : "") + ") {\n  " + (max ? "y, i" : "y") +
+           " = " + op + "<" + attributes + ">(x)\n}\n";
+  };
+  for (const PoolCase& c : kPoolCases) {
+    const Pool2d& p = c.geometry;
+    const std::string attributes3 =
+        "kernel_shape = [1, " + std::to_string(p.kh) + ", " + std::to_string(p.kw) +
+        "], strides = [1, " + std::to_string(p.sh) + ", " + std::to_string(p.sw) +
+        "], pads = [0, " + std::to_string(p.top) + ", " + std::to_string(p.left) + ", 0, " +
+        std::to_string(p.bottom) + ", " + std::to_string(p.right) +
+        "], ceil_mode = " + (c.ceil_mode ? "1" : "0");
+    for (Reduce reduce : {Reduce::kMax, Reduce::kAverageExcludePad, Reduce::kAverageIncludePad}) {
+      int oh = 0, ow = 0;
+      const std::vector<float> want =
+          ReferencePool(x, 18, kH, kW, p, c.ceil_mode, reduce, &oh, &ow);
+      const bool max = reduce == Reduce::kMax;
+      const std::string op = max ? "MaxPool" : "AveragePool";
+      std::string attributes = attributes3;
+      if (!max) {
+        attributes += std::string(", count_include_pad = ") +
+                      (reduce == Reduce::kAverageIncludePad ? "1" : "0");
+      }
+      auto out = RunModel(model(op, attributes, true), {Floats({2, 3, 3, kH, kW}, x)});
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ((*out)[0].shape(), (Shape{2, 3, 3, oh, ow}));
+      EXPECT_THAT(ValuesOf((*out)[0]), ::testing::Pointwise(::testing::FloatNear(1e-5f), want))
+          << op << " " << attributes;
+      if (!max) continue;
+      auto flat =
+          RunModel(model(op, PoolAttributes(p, c.ceil_mode), false), {Floats({2, 9, kH, kW}, x)});
+      ASSERT_TRUE(flat.ok()) << flat.status();
+      const Tensor& i3 = (*out)[1];
+      const Tensor& i2 = (*flat)[1];
+      ASSERT_EQ(i3.size(), i2.size());
+      EXPECT_EQ(std::vector<int64_t>(i3.data<int64_t>(), i3.data<int64_t>() + i3.size()),
+                std::vector<int64_t>(i2.data<int64_t>(), i2.data<int64_t>() + i2.size()))
+          << attributes;
+    }
+  }
+}
+
 TEST(PoolTest, SameUpperAndLowerPadTheEndOrTheStart) {
   // 1-D input of 4, kernel 2, stride 1: SAME gives 4 outputs with one pad at the end (UPPER)
   // or at the start (LOWER).
