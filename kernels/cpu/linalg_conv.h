@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -113,50 +114,96 @@ inline absl::StatusOr<ConvGeometry> ConvShape(KernelContext& context) {
   return g;
 }
 
-// Rows (channel, kernel offset) by columns (output positions) of the input patches; zero where a
-// patch reads padding.
+// One patch row of a 2-D Conv with stride 1 and output size = input size: the input plane shifted
+// by dh*W + dw (kernel offset minus padding), so one contiguous copy instead of one per output
+// row; then zeros where the shift wraps around a row edge (output columns outside [lo, hi)).
+// Rows that read outside the plane fall outside the copied range.
 template <typename A>
-void Im2Col(const A* x, const ConvGeometry& g, int64_t channels, A* col, ThreadPool& pool) {
+void SameShift2D(const A* x, const ConvGeometry& g, const std::vector<int64_t>& kk, int64_t lo,
+                 int64_t hi, A* dst) {
+  const int64_t h = g.input[0], w = g.input[1], size = h * w;
+  const int64_t shift =
+      (kk[0] * g.dilations[0] - g.pad_begin[0]) * w + kk[1] * g.dilations[1] - g.pad_begin[1];
+  const int64_t first = std::clamp<int64_t>(-shift, 0, size);
+  const int64_t end = std::clamp<int64_t>(size - shift, first, size);
+  std::fill(dst, dst + first, A{0});
+  std::copy(x + first + shift, x + end + shift, dst + first);
+  std::fill(dst + end, dst + size, A{0});
+  for (int64_t j = 0; j < lo; ++j) {  // column by column: an edge is a column or two wide
+    for (int64_t row = 0; row < h; ++row) dst[row * w + j] = A{0};
+  }
+  for (int64_t j = hi; j < w; ++j) {
+    for (int64_t row = 0; row < h; ++row) dst[row * w + j] = A{0};
+  }
+}
+
+// Rows (channel, kernel offset) by columns (image, output position) of the input patches of
+// `images` images `image_stride` apart; zero where a patch reads padding. Row r of image i
+// starts at col + r * ld + i * osize.
+template <typename A>
+void Im2Col(const A* x, const ConvGeometry& g, int64_t channels, int64_t images,
+            int64_t image_stride, A* col, int64_t ld, ThreadPool& pool) {
   const int n = g.rank;
   const int64_t isize = ElementCount(g.input), ksize = ElementCount(g.kernel);
   const int64_t osize = ElementCount(g.output), last = g.output[n - 1];
+  const int64_t rows = channels * ksize;
   if (osize == 0) return;
-  pool.ParallelFor(channels * ksize, 4, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> kk(n), o(n);
-    for (int64_t r = begin; r < end; ++r) {
-      const A* xc = x + (r / ksize) * isize;
-      for (int64_t d = n - 1, rest = r % ksize; d >= 0; --d) {
-        kk[d] = rest % g.kernel[d];
-        rest /= g.kernel[d];
-      }
-      const int64_t stride = g.strides[n - 1], in_last = g.input[n - 1];
-      const int64_t shift = kk[n - 1] * g.dilations[n - 1] - g.pad_begin[n - 1];
-      A* dst = col + r * osize;
-      std::fill(o.begin(), o.end(), 0);
-      for (int64_t row = 0; row < osize / last; ++row, dst += last) {
-        int64_t base = 0;
-        bool inside = true;
-        for (int d = 0; d < n - 1 && inside; ++d) {
-          const int64_t i = o[d] * g.strides[d] + kk[d] * g.dilations[d] - g.pad_begin[d];
-          inside = i >= 0 && i < g.input[d];
-          base = base * g.input[d] + i;
-        }
-        if (!inside) {
-          std::fill(dst, dst + last, A{0});
-        } else {
-          const A* xr = xc + base * in_last;
-          for (int64_t j = 0; j < last; ++j) {
-            const int64_t i = j * stride + shift;
-            dst[j] = i >= 0 && i < in_last ? xr[i] : A{0};
+  const bool same_2d = n == 2 && g.input == g.output && g.strides[0] == 1 && g.strides[1] == 1;
+  pool.ParallelFor(
+      images * rows, std::max<int64_t>(1, 16384 / osize), [&](int64_t begin, int64_t end) {
+        std::vector<int64_t> kk(n), o(n);
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t image = t / rows, r = t % rows;
+          const A* xc = x + image * image_stride + (r / ksize) * isize;
+          for (int64_t d = n - 1, rest = r % ksize; d >= 0; --d) {
+            kk[d] = rest % g.kernel[d];
+            rest /= g.kernel[d];
+          }
+          const int64_t stride = g.strides[n - 1], in_last = g.input[n - 1];
+          const int64_t shift = kk[n - 1] * g.dilations[n - 1] - g.pad_begin[n - 1];
+          // Output columns [lo, hi) read inside the input row: j * stride + shift in [0, in_last).
+          const int64_t lo = std::min(last, shift >= 0 ? 0 : (stride - 1 - shift) / stride);
+          const int64_t hi = std::max(
+              lo, std::min(last, shift >= in_last ? 0 : (in_last - shift + stride - 1) / stride));
+          A* dst = col + r * ld + image * osize;
+          if (same_2d) {
+            SameShift2D(xc, g, kk, lo, hi, dst);
+            continue;
+          }
+          std::fill(o.begin(), o.end(), 0);
+          for (int64_t row = 0; row < osize / last; ++row, dst += last) {
+            int64_t base = 0;
+            bool inside = true;
+            for (int d = 0; d < n - 1 && inside; ++d) {
+              const int64_t i = o[d] * g.strides[d] + kk[d] * g.dilations[d] - g.pad_begin[d];
+              inside = i >= 0 && i < g.input[d];
+              base = base * g.input[d] + i;
+            }
+            if (!inside) {
+              std::fill(dst, dst + last, A{0});
+            } else {
+              const A* xr = xc + base * in_last;
+              std::fill(dst, dst + lo, A{0});
+              if (stride == 1) {
+                std::copy(xr + lo + shift, xr + hi + shift, dst + lo);
+              } else {
+                for (int64_t j = lo; j < hi; ++j) dst[j] = xr[j * stride + shift];
+              }
+              std::fill(dst + hi, dst + last, A{0});
+            }
+            for (int d = n - 2; d >= 0; --d) {
+              if (++o[d] < g.output[d]) break;
+              o[d] = 0;
+            }
           }
         }
-        for (int d = n - 2; d >= 0; --d) {
-          if (++o[d] < g.output[d]) break;
-          o[d] = 0;
-        }
-      }
-    }
-  });
+      });
+}
+
+// One image: col is [channels * kernel, output positions].
+template <typename A>
+void Im2Col(const A* x, const ConvGeometry& g, int64_t channels, A* col, ThreadPool& pool) {
+  Im2Col(x, g, channels, 1, 0, col, ElementCount(g.output), pool);
 }
 
 // The reverse: adds each column entry (channel, kernel offset; input position) into the output
@@ -257,6 +304,48 @@ struct ConvOperands {
   AccOutput<T> y;
 };
 
+// The column matrix of a batched Conv holds up to this many elements (16 MiB of floats).
+inline constexpr int64_t kConvColumnElements = int64_t{1} << 22;
+
+// Conv with one group: the patches of a chunk of images side by side in one column matrix
+// [C*kernel, images*output], so one GEMM per chunk (threaded by OpenBLAS) replaces a small GEMM
+// per image; its [M, images*output] result is copied out per image, bias added.
+template <typename T>
+void ConvBatched(const KernelContext& context, const ConvGeometry& g, ConvOperands<T>& op,
+                 ThreadPool& pool) {
+  using A = Acc<T>;
+  const int64_t batch = context.in(0).dim(0), c = context.in(0).dim(1), m = context.in(1).dim(0);
+  const int64_t isize = ElementCount(g.input), osize = ElementCount(g.output);
+  const int64_t kdim = c * ElementCount(g.kernel);
+  const int64_t chunk =
+      std::clamp<int64_t>(kConvColumnElements / std::max<int64_t>(1, kdim * osize), 1, batch);
+  std::unique_ptr<A[]> col(new A[static_cast<size_t>(kdim * osize * chunk)]);
+  std::unique_ptr<A[]> product(chunk > 1 ? new A[static_cast<size_t>(m * osize * chunk)] : nullptr);
+  for (int64_t first = 0; first < batch; first += chunk) {
+    const int64_t images = std::min(chunk, batch - first), columns = images * osize;
+    Im2Col(op.x.data() + first * c * isize, g, c, images, c * isize, col.get(), columns, pool);
+    A* y = op.y.data() + first * m * osize;
+    if (images == 1) {
+      Gemm<A>(false, false, m, osize, kdim, A{1}, op.w.data(), kdim, col.get(), osize, A{0}, y,
+              osize);
+      if (op.has_bias) AddBias(op.bias.data(), m, osize, y);
+      continue;
+    }
+    Gemm<A>(false, false, m, columns, kdim, A{1}, op.w.data(), kdim, col.get(), columns, A{0},
+            product.get(), columns);
+    pool.ParallelFor(images * m, std::max<int64_t>(1, kCopyGrain / osize),
+                     [&](int64_t begin, int64_t end) {
+                       for (int64_t t = begin; t < end; ++t) {
+                         const int64_t image = t / m, channel = t % m;
+                         const A* src = product.get() + channel * columns + image * osize;
+                         A* dst = y + t * osize;
+                         const A bias = op.has_bias ? op.bias.data()[channel] : A{0};
+                         for (int64_t p = 0; p < osize; ++p) dst[p] = src[p] + bias;
+                       }
+                     });
+  }
+}
+
 template <typename T>
 absl::Status ConvTyped(KernelContext& context, const ConvGeometry& g) {
   using A = Acc<T>;
@@ -274,6 +363,11 @@ absl::Status ConvTyped(KernelContext& context, const ConvGeometry& g) {
   const bool direct =
       ksize == 1 && g.input == g.output &&
       std::all_of(g.pad_begin.begin(), g.pad_begin.end(), [](int64_t p) { return p == 0; });
+  if (g.group == 1 && !direct && FitsBlas({batch * osize})) {
+    ConvBatched<T>(context, g, op, pool);
+    op.y.Finish(pool);
+    return absl::OkStatus();
+  }
   RunConvTasks<A>(pool, batch * g.group, mg * osize * kdim, [&](int64_t t, std::vector<A>& col) {
     const int64_t image = t / g.group, group = t % g.group;
     const A* src = op.x.data() + (image * c + group * cg) * isize;

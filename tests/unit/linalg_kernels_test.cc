@@ -419,6 +419,34 @@ TEST(ConvTest, OneAndThreeDimensionalAndPointwise) {
              ConvCase{{1, 3, 5, 5}, {3, 1, 3, 3}, {5, 5}, {1, 1}, {1, 1}, {1, 1}, 3});
 }
 
+TEST(ConvTest, SeveralImagesGoThroughOneGemm) {
+  // group 1: the patches of all images side by side in one column matrix. The 2-D case of the
+  // first test with 3 images and one group: out 3x2.
+  ExpectConv("Conv", "strides = [2, 3], dilations = [2, 1], pads = [1, 0, 2, 1]",
+             ConvCase{{3, 4, 7, 6}, {5, 4, 3, 2}, {3, 2}, {2, 3}, {2, 1}, {1, 0}});
+  // 1-D, in 3, k 3, dilation 3, pads (4, 4): some taps read only padding, some the whole row.
+  // out = 3 + 8 - 7 + 1 = 5; with stride 2, floor(4 / 2) + 1 = 3.
+  ExpectConv("Conv", "dilations = [3], pads = [4, 4]",
+             ConvCase{{2, 2, 3}, {3, 2, 3}, {5}, {1}, {3}, {4}});
+  ExpectConv("Conv", "strides = [2], dilations = [3], pads = [4, 4]",
+             ConvCase{{2, 2, 3}, {3, 2, 3}, {3}, {2}, {3}, {4}});
+  // 3-D, pads (1, 0, 1 | 0, 1, 0): out 4x4x3, two images, no bias.
+  ExpectConv(
+      "Conv", "pads = [1, 0, 1, 0, 1, 0]",
+      ConvCase{
+          {2, 2, 4, 5, 3}, {3, 2, 2, 3, 2}, {4, 4, 3}, {1, 1, 1}, {1, 1, 1}, {1, 0, 1}, 1, false});
+  // Stride 1 with output size = input size (each patch row is the shifted plane): dilated with
+  // pads 2 all round, and with all padding at the end; 5x5 in, 5x5 out.
+  ExpectConv("Conv", "dilations = [2, 2], pads = [2, 2, 2, 2]",
+             ConvCase{{2, 2, 5, 5}, {3, 2, 3, 3}, {5, 5}, {1, 1}, {2, 2}, {2, 2}});
+  ExpectConv("Conv", "pads = [0, 0, 2, 2]",
+             ConvCase{{2, 2, 5, 5}, {3, 2, 3, 3}, {5, 5}, {1, 1}, {1, 1}, {0, 0}});
+  // FP16 through the same path: widened with the bulk conversions, rounded once.
+  ExpectConv("Conv", "pads = [1, 1, 1, 1]",
+             ConvCase{{3, 4, 6, 6}, {3, 4, 3, 3}, {6, 6}, {1, 1}, {1, 1}, {1, 1}}, DType::kFloat16,
+             "float16");
+}
+
 TEST(ConvTest, AutoPadSameUpperSameLowerAndValid) {
   // in 7, k 4, stride 2: out = ceil(7/2) = 4, total pad = (4-1)*2 + 4 - 7 = 3: SAME_UPPER puts
   // 1 at the start (2 at the end), SAME_LOWER 2 at the start. VALID: out = floor((7-4)/2)+1 = 2.
