@@ -264,9 +264,10 @@ NOTES = [
     "operands and call the same FP32 OpenBLAS GEMM), so a low-precision run does the FP32 work "
     "plus the conversions and the Cast nodes ampc inserts at the FP32 boundaries. Their value "
     "on the CPU is checking numerics, not speed.",
-    "- FP16 costs much more than BF16: FP16<->FP32 conversions are done in software, bit by bit "
-    "(kernels/cpu/half.h; the build does not target F16C), while widening BF16 is a 16-bit "
-    "shift and narrowing it one rounding add.",
+    "- FP16 costs more than BF16: the GEMMs and convolutions widen and round whole tensors with "
+    "F16C where the CPU has it (kernels/cpu/half.cc, chosen at run time), but the other "
+    "kernels and Cast convert one element at a time in software, bit by bit (kernels/cpu/half.h), "
+    "while widening BF16 is a 16-bit shift and narrowing it one rounding add.",
     "- The machine is shared (2 cores, other builds running): timings vary by tens of percent "
     "between runs; the load average at the start is in the machine line. ampc and onnxruntime "
     "are timed back to back for each model, so their ratio is steadier than either time.",

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/half.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/dtype.h"
 #include "runtime/kernel.h"
@@ -74,6 +75,32 @@ inline bool FitsBlas(std::initializer_list<int64_t> sizes) {
   return true;
 }
 
+// n values of T widened to the accumulation type, and back rounded once; FP16 and BF16 through
+// half.h's bulk conversions (F16C for FP16 where the CPU has it).
+template <typename T>
+void WidenToAcc(const T* in, int64_t n, Acc<T>* out) {
+  const size_t size = static_cast<size_t>(n);
+  if constexpr (std::is_same_v<T, Half>) {
+    HalfToFloat(std::span<const Half>(in, size), std::span<float>(out, size));
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    BFloat16ToFloat(std::span<const BFloat16>(in, size), std::span<float>(out, size));
+  } else {
+    for (size_t i = 0; i < size; ++i) out[i] = Compute<T>::Load(in[i]);
+  }
+}
+
+template <typename T>
+void NarrowFromAcc(const Acc<T>* in, int64_t n, T* out) {
+  const size_t size = static_cast<size_t>(n);
+  if constexpr (std::is_same_v<T, Half>) {
+    FloatToHalf(std::span<const float>(in, size), std::span<Half>(out, size));
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    FloatToBFloat16(std::span<const float>(in, size), std::span<BFloat16>(out, size));
+  } else {
+    for (size_t i = 0; i < size; ++i) out[i] = Compute<T>::Store(in[i]);
+  }
+}
+
 // A tensor's values in the accumulation type: the tensor itself when the types agree, else a
 // widened copy (exact for FP16/BF16 to float).
 template <typename T>
@@ -85,7 +112,7 @@ class AccInput {
     } else {
       copy_.resize(static_cast<size_t>(n));
       pool.ParallelFor(n, kCopyGrain, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) copy_[i] = Compute<T>::Load(data[i]);
+        WidenToAcc(data + begin, end - begin, copy_.data() + begin);
       });
       data_ = copy_.data();
     }
@@ -114,7 +141,7 @@ class AccOutput {
   void Finish(ThreadPool& pool) {
     if constexpr (!std::is_same_v<T, Acc<T>>) {
       pool.ParallelFor(n_, kCopyGrain, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) out_[i] = Compute<T>::Store(buffer_[i]);
+        NarrowFromAcc(buffer_.data() + begin, end - begin, out_ + begin);
       });
     }
   }

@@ -8,8 +8,14 @@
 #include <limits>
 #include <ostream>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define AMPC_TEST_MXCSR 1
+#endif
 
 #ifdef AMPC_HAVE_CUDA
 #include <cuda_bf16.h>
@@ -40,6 +46,8 @@ struct Format {
   uint16_t (*from_float)(float);
   float (*cuda_to_float)(uint16_t);  // null when the CUDA headers are not available
   uint16_t (*cuda_from_float)(float);
+  void (*to_float_span)(std::span<const uint16_t>, std::span<float>) = nullptr;
+  void (*from_float_span)(std::span<const float>, std::span<uint16_t>) = nullptr;
 
   int Bias() const { return (1 << (exponent_bits - 1)) - 1; }
   uint16_t QuietBit() const { return static_cast<uint16_t>(1u << (mantissa_bits - 1)); }
@@ -58,6 +66,8 @@ Format HalfFormat() {
   f.cuda_to_float = CudaHalfToFloat;
   f.cuda_from_float = CudaFloatToHalf;
 #endif
+  f.to_float_span = HalfToFloat;
+  f.from_float_span = FloatToHalf;
   return f;
 }
 
@@ -67,6 +77,8 @@ Format BFloat16Format() {
   f.cuda_to_float = CudaBFloat16ToFloat;
   f.cuda_from_float = CudaFloatToBFloat16;
 #endif
+  f.to_float_span = BFloat16ToFloat;
+  f.from_float_span = FloatToBFloat16;
   return f;
 }
 
@@ -188,24 +200,77 @@ TEST_P(HalfFormatTest, NaNKeepsSignAndLeadingPayloadAndIsQuieted) {
   }
 }
 
-TEST_P(HalfFormatTest, SpanConversionsMatchScalar) {
-  const Format& f = GetParam();
+// The rounding corpus plus NaNs of both signs with payloads in every part of the mantissa
+// (signalling and quiet, payloads that vanish when narrowed).
+std::vector<float> SpanCorpus(const Format& f) {
   std::vector<float> floats = RoundingCorpus(f);
-  floats.resize(100'003);
-  std::vector<uint16_t> narrow(floats.size());
-  std::vector<float> wide(floats.size());
-  if (f.name == "Half") {
-    FloatToHalf(floats, narrow);
-    HalfToFloat(narrow, wide);
-  } else {
-    FloatToBFloat16(floats, narrow);
-    BFloat16ToFloat(narrow, wide);
+  std::mt19937 rng(7);
+  std::vector<uint32_t> payloads = {1u,        2u,        0x1fffu,   0x2000u,   0x3fffu,
+                                    0x200000u, 0x3fffffu, 0x400000u, 0x400001u, 0x7fffffu};
+  for (int i = 0; i < 1000; ++i)
+    payloads.push_back((static_cast<uint32_t>(rng()) & 0x7fffffu) | 1u);
+  for (uint32_t payload : payloads) {
+    for (uint32_t sign : {0u, 0x80000000u}) {
+      floats.push_back(std::bit_cast<float>(sign | 0x7f800000u | payload));
+    }
   }
-  for (size_t i = 0; i < floats.size(); ++i) {
-    ASSERT_EQ(narrow[i], f.from_float(floats[i])) << i;
-    ASSERT_EQ(std::bit_cast<uint32_t>(wide[i]), std::bit_cast<uint32_t>(f.to_float(narrow[i])));
+  return floats;
+}
+
+// The bulk conversions (F16C for FP16 where the CPU has it) against the scalar ones, bit for bit:
+// every 16-bit pattern and the whole corpus, from several alignments, and every short length
+// (the tails shorter than a vector).
+void ExpectSpansMatchScalar(const Format& f) {
+  std::vector<uint16_t> patterns(65536 + 8);
+  for (size_t i = 0; i < patterns.size(); ++i) patterns[i] = static_cast<uint16_t>(i);
+  std::vector<float> wide(patterns.size());
+  for (size_t shift : {0, 1, 3, 8}) {
+    const std::span<const uint16_t> in(patterns.data() + shift, 65536);
+    f.to_float_span(in, wide);
+    for (size_t i = 0; i < in.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(wide[i]), std::bit_cast<uint32_t>(f.to_float(in[i])))
+          << std::hex << in[i];
+    }
+  }
+  const std::vector<float> floats = SpanCorpus(f);
+  std::vector<uint16_t> narrow(floats.size());
+  for (size_t shift : {0, 5}) {
+    const std::span<const float> in = std::span(floats).subspan(shift);
+    f.from_float_span(in, narrow);
+    for (size_t i = 0; i < in.size(); ++i) {
+      ASSERT_EQ(narrow[i], f.from_float(in[i])) << std::hex << std::bit_cast<uint32_t>(in[i]);
+    }
+  }
+  for (size_t n = 0; n <= 17; ++n) {
+    const size_t first = floats.size() - n;  // the NaNs, the corpus's last entries
+    std::vector<uint16_t> out(n + 1, 0xabcd);
+    f.from_float_span(std::span(floats).subspan(first, n), out);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], f.from_float(floats[first + i])) << n;
+    ASSERT_EQ(out[n], 0xabcd) << "wrote past the end, n = " << n;
+    std::vector<float> back(n + 1, 1.5f);
+    f.to_float_span(std::span<const uint16_t>(patterns).subspan(0x7c00 + 3, n), back);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(back[i]),
+                std::bit_cast<uint32_t>(f.to_float(patterns[0x7c03 + i])));
+    }
+    ASSERT_EQ(back[n], 1.5f) << "wrote past the end, n = " << n;
   }
 }
+
+TEST_P(HalfFormatTest, SpanConversionsMatchScalar) { ExpectSpansMatchScalar(GetParam()); }
+
+#ifdef AMPC_TEST_MXCSR
+// Flush-to-zero and denormals-are-zero (set by -ffast-math code in the same process) must not
+// change the results: the scalar code is integer arithmetic and F16C must ignore both flags.
+TEST_P(HalfFormatTest, SpanConversionsIgnoreFlushToZeroAndDenormalsAreZero) {
+  struct FlushDenormals {  // FTZ (bit 15) and DAZ (bit 6) while in scope
+    unsigned saved = _mm_getcsr();
+    FlushDenormals() { _mm_setcsr(saved | 0x8040u); }
+    ~FlushDenormals() { _mm_setcsr(saved); }
+  } flush;
+  ExpectSpansMatchScalar(GetParam());
+}
+#endif
 
 bool SameBitsOrBothNaN(float a, float b) {
   return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) ||
