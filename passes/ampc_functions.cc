@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "passes/ampc_grad_ops.h"
 #include "passes/ampc_ops.h"
 
 namespace ampc {
@@ -318,6 +319,7 @@ absl::StatusOr<std::vector<onnx::FunctionProto>> AmpcFunctionBodies(const onnx::
     } else {
       absl::StatusOr<onnx::FunctionProto> body =
           AmpcFunctionBody(node.op_type(), node.input_size(), node.output_size(), onnx_opset);
+      if (absl::IsNotFound(body.status())) body = GradientFunctionBody(node, onnx_opset);
       if (!body.ok())
         return absl::InvalidArgumentError(absl::StrCat(label, ": ", body.status().message()));
       it = functions.emplace(node.op_type(), std::make_pair(&node, *std::move(body))).first;

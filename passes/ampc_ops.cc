@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "passes/ampc_grad_ops.h"
+
 namespace ampc {
 
 // The op groups, one function each; only RegisterAmpcSchemas() calls them (a schema registered
@@ -195,8 +197,8 @@ void RegisterOptimizerSchemas() {
 }
 
 void RegisterGradientSchemas() {
-  // The gradient ops of docs/training-design.md ("Gradient ops") register here, each with type
-  // and shape inference; their bodies go with the others in ampc_functions.cc.
+  // The gradient ops of docs/training-design.md ("Gradient ops"): passes/ampc_grad_schemas.cc.
+  RegisterGradientOpSchemas();
 }
 
 void RegisterAmpcSchemas() {

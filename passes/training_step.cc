@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "passes/ampc_grad_ops.h"
 #include "passes/ampc_ops.h"
 #include "passes/autodiff.h"
 #include "passes/name_allocator.h"
@@ -161,6 +162,7 @@ absl::Status AddFunctions(onnx::ModelProto& model, const onnx::GraphProto& algor
     if (node.domain() != kAmpcDomain || !done.insert(node.op_type()).second) continue;
     absl::StatusOr<onnx::FunctionProto> body =
         AmpcFunctionBody(node.op_type(), node.input_size(), node.output_size());
+    if (absl::IsNotFound(body.status())) body = GradientFunctionBody(node);
     if (absl::IsNotFound(body.status())) {
       warnings.push_back(absl::StrCat("ai.ampc.", node.op_type(), " has no function body yet"));
       continue;

@@ -97,6 +97,7 @@ class Model {
   Model(const std::string& body, DType dtype) : Model(ModelOf(body, dtype)) {}
   explicit Model(const onnx::ModelProto& model) {
     static CpuBackend* backend = new CpuBackend(2);
+    RegisterGradientOpSchemas();  // the runtime infers the ai.ampc nodes' output types
     auto session = Session::Create(model, DefaultRegistry(), *backend);
     EXPECT_TRUE(session.ok()) << session.status() << "\n" << model.DebugString();
     if (session.ok()) session_ = *std::move(session);
