@@ -59,6 +59,18 @@ std::string SumOf(GradientBuilder& builder, const std::vector<std::string>& part
   return builder.Op(parts.size() == 2 ? "Add" : "Sum", parts);
 }
 
+// Declares `grad`, the gradient of forward value `value`, with `value`'s type: runtimes then
+// know it without the schemas of the ai.ampc ops that produce some gradients.
+void DeclareType(onnx::GraphProto& graph, const GraphIndex& forward, const std::string& value,
+                 const std::string& grad, const std::string& seed,
+                 absl::flat_hash_set<std::string>& typed) {
+  const onnx::TypeProto* type = forward.Type(value);
+  if (type == nullptr || grad == seed || !typed.insert(grad).second) return;
+  onnx::ValueInfoProto& info = *graph.add_value_info();
+  info.set_name(grad);
+  *info.mutable_type() = *type;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> TrainableParameters(const GraphIndex& forward,
@@ -109,6 +121,7 @@ absl::StatusOr<std::vector<std::string>> AppendGradients(onnx::GraphProto& graph
   }
 
   GradientBuilder builder(graph, names, forward);
+  absl::flat_hash_set<std::string> typed;  // gradients given a value_info
   absl::flat_hash_map<std::string, std::vector<std::string>> partials;
   partials[request.loss].push_back(request.seed);
   for (int i = nodes.size() - 1; i >= 0; --i) {
@@ -148,7 +161,9 @@ absl::StatusOr<std::vector<std::string>> AppendGradients(onnx::GraphProto& graph
         return absl::InternalError(absl::StrCat("autodiff: ", description,
                                                 ": the rule gave no gradient for input ", slot));
       }
-      if (needs_grad[slot]) partials[node.input(slot)].push_back(grad);
+      if (!needs_grad[slot]) continue;
+      partials[node.input(slot)].push_back(grad);
+      DeclareType(graph, forward, node.input(slot), grad, request.seed, typed);
     }
   }
 
@@ -162,6 +177,7 @@ absl::StatusOr<std::vector<std::string>> AppendGradients(onnx::GraphProto& graph
     }
     builder.SetPrefix(parameter);
     gradients.push_back(SumOf(builder, it->second));
+    DeclareType(graph, forward, parameter, gradients.back(), request.seed, typed);
   }
   return gradients;
 }

@@ -17,6 +17,7 @@
 #include "passes/name_allocator.h"
 #include "passes/precision_plan.h"
 #include "passes/tensor_data.h"
+#include "passes/training_state.h"
 
 namespace ampc {
 namespace {
@@ -92,11 +93,10 @@ int KnownDtype(const GraphIndex& index, const std::string& value) {
 // State shared by every graph and phase of one run.
 struct Shared {
   explicit Shared(const onnx::ModelProto& model)
-      : model(model), opsets(OpsetsOf(model)), initializers_allowed(model.ir_version() >= 4) {
-    for (const onnx::TrainingInfoProto& training : model.training_info()) {
-      for (const auto& binding : training.update_binding()) master_weights.insert(binding.key());
-    }
-  }
+      : model(model),
+        opsets(OpsetsOf(model)),
+        initializers_allowed(model.ir_version() >= 4),
+        master_weights(TrainingReads(model)) {}
 
   // Seeding the allocator costs a walk of the whole model; most runs fold no constant.
   std::string FreshName(std::string_view hint) {
@@ -110,7 +110,7 @@ struct Shared {
   bool initializers_allowed;                 // IR >= 4: an initializer need not be an input
   bool may_move = false;                     // an exact op reads a Cast to FP32
   absl::flat_hash_set<std::string> created;  // initializers this run made
-  // Initializers a training step updates: the inference graph keeps reading them through Casts.
+  // Names a training step updates or reads: the inference graph reads them through Casts.
   absl::flat_hash_set<std::string> master_weights;
   absl::flat_hash_set<std::string> unread;  // values cast motion took readers from
 };

@@ -10,6 +10,7 @@
 #include "passes/float_support.h"
 #include "passes/graph_index.h"
 #include "passes/name_allocator.h"
+#include "passes/training_state.h"
 
 namespace ampc {
 namespace {
@@ -55,8 +56,8 @@ struct Shared {
   NameAllocator names;
   int cast_opset;
   absl::flat_hash_set<std::string> converted_initializers;  // removed when no longer read
-  // Initializers a training step updates (update_binding keys): read through Cast nodes, so the
-  // inference graph always sees the current FP32 master weights.
+  // Names a training step updates or reads (TrainingReads): such initializers are read through
+  // Cast nodes, so the inference graph always sees the current FP32 master weights.
   absl::flat_hash_set<std::string> master_weights;
 };
 
@@ -392,10 +393,7 @@ absl::StatusOr<bool> InsertCasts::Run(ModelContext& context) {
   }
   Shared shared{
       *context.plan, NameAllocator(context.model), CastOpset(OpsetsOf(context.model)), {}, {}};
-  for (const onnx::TrainingInfoProto& training : context.model.training_info()) {
-    for (const auto& binding : training.update_binding())
-      shared.master_weights.insert(binding.key());
-  }
+  shared.master_weights = TrainingReads(context.model);
   GraphRewriter(*context.model.mutable_graph(), *index, nullptr, shared).Run();
   absl::flat_hash_set<std::string> reads;
   if (!shared.converted_initializers.empty()) {

@@ -8,6 +8,17 @@ namespace ampc {
 
 std::string NextName(const std::string& state) { return absl::StrCat(state, ".ampc.next"); }
 
+absl::flat_hash_set<std::string> TrainingReads(const onnx::ModelProto& model) {
+  absl::flat_hash_set<std::string> names;
+  for (const onnx::TrainingInfoProto& training : model.training_info()) {
+    for (const auto& binding : training.update_binding()) names.insert(binding.key());
+    for (const onnx::NodeProto& node : training.algorithm().node()) {
+      names.insert(node.input().begin(), node.input().end());
+    }
+  }
+  return names;
+}
+
 onnx::ValueInfoProto TensorValue(const std::string& name, int elem_type,
                                  const std::vector<int64_t>& dims) {
   onnx::ValueInfoProto value;

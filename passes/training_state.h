@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
+
 namespace ampc {
 
 // `<state>.ampc.next`: the algorithm output that update_binding moves into `<state>`.
@@ -36,6 +38,11 @@ struct StateItem {
 // A graph without inputs whose outputs are `items`, each filled with its value (moments through
 // ConstantOfShape, so the file does not hold a copy of every parameter's size in zeros).
 onnx::GraphProto BuildInitialization(const std::vector<StateItem>& items);
+
+// The names a model's training steps update or read (update_binding keys, algorithm node
+// inputs): initializers of `graph` among them stay FP32 and are read through Casts by the
+// inference graph, never replaced by converted copies (insert-casts, fold-casts).
+absl::flat_hash_set<std::string> TrainingReads(const onnx::ModelProto& model);
 
 // A value_info of a tensor type.
 onnx::ValueInfoProto TensorValue(const std::string& name, int elem_type,
