@@ -14,6 +14,7 @@ constexpr std::align_val_t kAlignment{64};
 // Capacities are rounded so that nearby sizes share cached buffers.
 size_t Capacity(size_t bytes) {
   if (bytes <= 256) return 256;
+  if (bytes > (size_t{1} << 48)) return bytes;  // NewTensor refuses more; no rounding overflow
   const size_t step = std::bit_floor(bytes) / 8;
   return (bytes + step - 1) / step * step;
 }

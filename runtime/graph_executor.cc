@@ -1,5 +1,7 @@
 #include "runtime/graph_executor.h"
 
+#include <exception>
+#include <new>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -180,13 +182,12 @@ absl::Status GraphExecutor::AddNode(const onnx::NodeProto& node, const ExecutorE
     }
     step->implicit_inputs.push_back(slot->second);
   }
-  TypeMap subgraph_types = types;
   step->info.reset(new KernelInfo{node, opset == env.opsets.end() ? 0 : opset->second,
                                   std::move(input_types), std::move(output_types), env.backend,
                                   std::move(implicit), nullptr});
-  step->info->build_subgraph = [&env, subgraph_types =
-                                          std::move(subgraph_types)](const onnx::GraphProto& g) {
-    return GraphExecutor::Create(g, env, subgraph_types);
+  // `types` outlives kernel creation, the only time subgraphs are built.
+  step->info->build_subgraph = [&env, &types](const onnx::GraphProto& g) {
+    return GraphExecutor::Create(g, env, types);
   };
   absl::StatusOr<std::unique_ptr<OpKernel>> kernel = env.registry.Create(*step->info);
   if (!kernel.ok()) return kernel.status();
@@ -197,6 +198,19 @@ absl::Status GraphExecutor::AddNode(const onnx::NodeProto& node, const ExecutorE
   }
   steps_.push_back(std::move(step));
   return absl::OkStatus();
+}
+
+// A kernel that throws (std::bad_alloc from a scratch buffer, a library error) becomes a Status
+// naming the node instead of ending the process.
+absl::Status GraphExecutor::Compute(const Step& step, KernelContext& context) {
+  try {
+    return step.kernel->Compute(context);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(step.info->label(), ": out of memory for its scratch buffers"));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(step.info->label(), ": ", e.what()));
+  }
 }
 
 absl::StatusOr<std::vector<Tensor>> GraphExecutor::Run(std::span<const Tensor> inputs,
@@ -211,17 +225,29 @@ absl::StatusOr<std::vector<Tensor>> GraphExecutor::Run(std::span<const Tensor> i
   std::vector<Tensor> step_outputs;
   for (const std::unique_ptr<Step>& step : steps_) {
     step_inputs.clear();
-    for (int slot : step->inputs) {
-      Tensor* value = slot >= 0 && !values[slot].empty() ? &values[slot] : nullptr;
-      step_inputs.push_back(value);
+    for (size_t k = 0; k < step->inputs.size(); ++k) {
+      const int slot = step->inputs[k];
+      if (slot >= 0 && values[slot].empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            step->info->label(), ": input '", step->info->node.input(k), "' has no value"));
+      }
+      step_inputs.push_back(slot >= 0 ? &values[slot] : nullptr);
     }
     step_implicit.clear();
     for (int slot : step->implicit_inputs) step_implicit.push_back(&values[slot]);
     step_outputs.assign(step->outputs.size(), Tensor());
     KernelContext context(*step->info, step_inputs, step_implicit, step_outputs);
-    if (absl::Status status = step->kernel->Compute(context); !status.ok()) return status;
+    if (absl::Status status = Compute(*step, context); !status.ok()) return status;
     for (size_t i = 0; i < step->outputs.size(); ++i) {
       if (step->outputs[i] < 0) continue;
+      const DType declared = step->info->output_types[i];
+      if (!step_outputs[i].empty() && declared != DType::kUndefined &&
+          step_outputs[i].dtype() != declared) {
+        return absl::InternalError(absl::StrCat(step->info->label(), ": output '",
+                                                step->info->node.output(i), "' is ",
+                                                DTypeName(step_outputs[i].dtype()), ", declared ",
+                                                DTypeName(declared), " (an ampc bug)"));
+      }
       if (step_outputs[i].empty()) {
         return absl::InternalError(absl::StrCat(
             step->info->label(), ": the kernel did not produce output ", i, " (an ampc bug)"));

@@ -54,6 +54,7 @@ class GraphExecutor {
   absl::Status Build(const onnx::GraphProto& graph, const ExecutorEnv& env, const TypeMap& outer);
   absl::Status AddNode(const onnx::NodeProto& node, const ExecutorEnv& env, const TypeMap& types);
   int SlotOf(const std::string& name);
+  static absl::Status Compute(const Step& step, KernelContext& context);
 
   std::vector<std::string> input_names_;
   std::vector<DType> input_types_;

@@ -9,8 +9,19 @@ absl::StatusOr<Tensor*> KernelContext::Output(int i, Shape shape) {
 }
 
 absl::StatusOr<Tensor*> KernelContext::Output(int i, Shape shape, DType dtype) {
+  if (i < 0 || i >= num_outputs()) {
+    return absl::InternalError(absl::StrCat(info_.label(), ": the kernel writes output ", i, " of ",
+                                            num_outputs(), " (an ampc bug)"));
+  }
+  if (DTypeSize(dtype) == 0) {
+    return NodeError(*this, absl::StrCat("output ", i, " has element type ", DTypeName(dtype),
+                                         ", which the runtime cannot hold"));
+  }
   absl::StatusOr<Tensor> tensor = info_.backend.NewTensor(dtype, std::move(shape));
-  if (!tensor.ok()) return NodeError(*this, tensor.status().message());
+  if (!tensor.ok()) {
+    return absl::Status(tensor.status().code(),
+                        absl::StrCat(info_.label(), ": ", tensor.status().message()));
+  }
   outputs_[i] = *std::move(tensor);
   return &outputs_[i];
 }

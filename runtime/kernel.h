@@ -59,8 +59,11 @@ class KernelContext {
   // Allocates output i with the element type the graph declares for it.
   absl::StatusOr<Tensor*> Output(int i, Shape shape);
   absl::StatusOr<Tensor*> Output(int i, Shape shape, DType dtype);
-  // Makes output i this tensor (a view of an input, a constant): no copy.
-  void SetOutput(int i, Tensor tensor) { outputs_[i] = std::move(tensor); }
+  // Makes output i this tensor (a view of an input, a constant): no copy. An output the node
+  // does not have (an omitted optional output) is dropped.
+  void SetOutput(int i, Tensor tensor) {
+    if (i >= 0 && i < num_outputs()) outputs_[i] = std::move(tensor);
+  }
 
  private:
   const KernelInfo& info_;

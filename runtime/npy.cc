@@ -88,12 +88,14 @@ absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
     }
     shape.push_back(dim);
   }
-  Tensor tensor = Tensor::Host(dtype, shape);
+  absl::StatusOr<size_t> needed = CheckedBytes(dtype, shape);
+  if (!needed.ok()) return Bad(path, std::string(needed.status().message()));
   const size_t data_offset = offset + header_len;
-  if (bytes.size() - data_offset != tensor.bytes()) {
-    return Bad(path, absl::StrCat("shape ", ShapeString(shape), " needs ", tensor.bytes(),
+  if (bytes.size() - data_offset != *needed) {
+    return Bad(path, absl::StrCat("shape ", ShapeString(shape), " needs ", *needed,
                                   " bytes of data, the file has ", bytes.size() - data_offset));
   }
+  Tensor tensor = Tensor::Host(dtype, shape);
   std::memcpy(tensor.raw(), bytes.data() + data_offset, tensor.bytes());
   return tensor;
 }

@@ -4,13 +4,20 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <exception>
+#include <map>
+#include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "passes/ampc_ops.h"
+#include "runtime/status_macros.h"
 
 namespace ampc {
 namespace {
+
+std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 ValueSpec SpecOf(const onnx::ValueInfoProto& value) {
   ValueSpec spec{value.name(), DType::kUndefined, {}};
@@ -23,6 +30,110 @@ ValueSpec SpecOf(const onnx::ValueInfoProto& value) {
   return spec;
 }
 
+std::map<std::string, int> OpsetsOf(const onnx::ModelProto& m) {
+  std::map<std::string, int> opsets;
+  for (const onnx::OperatorSetIdProto& opset : m.opset_import()) {
+    opsets[opset.domain() == "ai.onnx" ? "" : opset.domain()] = static_cast<int>(opset.version());
+  }
+  return opsets;
+}
+
+// Each node's input and output counts within its schema's range, and no required input omitted,
+// in every graph: kernels index inputs on that promise. (ONNX's checker checks this too, but it
+// also refuses graph inputs and outputs declared without a shape, which runnable models have.)
+absl::Status CheckArity(const onnx::GraphProto& graph, const std::map<std::string, int>& opsets) {
+  for (const onnx::NodeProto& node : graph.node()) {
+    const std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
+    auto opset = opsets.find(domain);
+    const onnx::OpSchema* schema =
+        opset == opsets.end()
+            ? nullptr
+            : onnx::OpSchemaRegistry::Schema(node.op_type(), opset->second, domain);
+    if (schema != nullptr) {
+      const int inputs = node.input_size(), outputs = node.output_size();
+      if (inputs < schema->min_input() || inputs > schema->max_input() ||
+          outputs < schema->min_output() || outputs > schema->max_output()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "invalid model: ", NodeLabel(node), " has ", inputs, " inputs and ", outputs,
+            " outputs; its schema allows ", schema->min_input(), "-", schema->max_input(), " and ",
+            schema->min_output(), "-", schema->max_output()));
+      }
+      const auto& formals = schema->inputs();
+      for (int i = 0; i < inputs && i < static_cast<int>(formals.size()); ++i) {
+        if (node.input(i).empty() &&
+            formals[i].GetOption() == onnx::OpSchema::FormalParameterOption::Single) {
+          return absl::InvalidArgumentError(absl::StrCat("invalid model: ", NodeLabel(node),
+                                                         ": required input ", i, " ('",
+                                                         formals[i].GetName(), "') is empty"));
+        }
+      }
+    }
+    for (const onnx::AttributeProto& attribute : node.attribute()) {
+      if (attribute.has_g()) AMPC_RETURN_IF_ERROR(CheckArity(attribute.g(), opsets));
+      for (const auto& g : attribute.graphs()) AMPC_RETURN_IF_ERROR(CheckArity(g, opsets));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Infers every value's type from the nodes (the main graph's value_info and declared output types
+// are set aside first, so a declaration cannot make a kernel write past a buffer sized by it),
+// then checks the declarations against the inferred types. Node-level type-constraint violations
+// that ONNX's strict mode rejects (an int64 Constant at opset 6, say) are run as written.
+absl::Status CheckAndInferTypes(onnx::ModelProto& m) {
+  absl::flat_hash_map<std::string, int32_t> declared;
+  AMPC_RETURN_IF_ERROR(CheckArity(m.graph(), OpsetsOf(m)));
+  try {
+    onnx::GraphProto& graph = *m.mutable_graph();
+    google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> kept;
+    for (const auto& value : graph.value_info()) {
+      if (value.type().has_tensor_type()) {
+        declared[value.name()] = value.type().tensor_type().elem_type();
+      } else {
+        *kept.Add() = value;
+      }
+    }
+    graph.mutable_value_info()->Swap(&kept);
+    for (auto& output : *graph.mutable_output()) {
+      if (!output.type().has_tensor_type()) continue;  // sequences, optionals: kept as declared
+      declared[output.name()] = output.type().tensor_type().elem_type();
+      output.mutable_type()->mutable_tensor_type()->set_elem_type(0);
+      output.mutable_type()->mutable_tensor_type()->clear_shape();
+    }
+    onnx::ShapeInferenceOptions options{/*check_type=*/false, /*error_mode=*/0,
+                                        /*enable_data_propagation=*/false};
+    onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid model: ", FirstLine(e.what())));
+  }
+  TypeMap inferred;
+  CollectTypes(m.graph(), inferred);
+  // Where nothing could be inferred (an op without a schema in this ONNX), the declaration stands.
+  for (auto& output : *m.mutable_graph()->mutable_output()) {
+    if (!output.type().has_tensor_type()) continue;
+    auto it = inferred.find(output.name());
+    auto declaration = declared.find(output.name());
+    const int32_t type = it != inferred.end()            ? static_cast<int32_t>(it->second)
+                         : declaration != declared.end() ? declaration->second
+                                                         : 0;
+    output.mutable_type()->mutable_tensor_type()->set_elem_type(type);
+  }
+  for (const auto& [name, type] : declared) {
+    if (type == 0 || inferred.contains(name)) continue;
+    onnx::ValueInfoProto* value = m.mutable_graph()->add_value_info();
+    value->set_name(name);
+    value->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+  }
+  for (const auto& [name, type] : declared) {
+    auto it = inferred.find(name);
+    if (type == 0 || it == inferred.end() || static_cast<int32_t>(it->second) == type) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "invalid model: value '", name, "' is declared ", DTypeName(static_cast<DType>(type)),
+        " but its node computes ", DTypeName(it->second)));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Session::Session(onnx::ModelProto model, Backend& backend)
@@ -31,20 +142,14 @@ Session::Session(onnx::ModelProto model, Backend& backend)
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(onnx::ModelProto model,
                                                          const KernelRegistry& registry,
                                                          Backend& backend) {
+  RegisterAmpcSchemas();  // models compiled for training use ai.ampc ops
   std::unique_ptr<Session> session(new Session(std::move(model), backend));
   onnx::ModelProto& m = session->model_;
-  try {
-    onnx::ShapeInferenceOptions options{/*check_type=*/false, /*error_mode=*/0,
-                                        /*enable_data_propagation=*/false};
-    onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), options);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("shape inference failed: ", e.what()));
-  }
-  ExecutorEnv env{registry, backend, {}};
-  for (const onnx::OperatorSetIdProto& opset : m.opset_import()) {
-    env.opsets[opset.domain() == "ai.onnx" ? "" : opset.domain()] =
-        static_cast<int>(opset.version());
-  }
+  // The checker (arity, attribute types, required inputs present) and types inferred from the
+  // nodes, not taken from declarations, make the model safe to run: kernels index only inputs
+  // the schema requires and size outputs by the type the node computes.
+  if (absl::Status status = CheckAndInferTypes(m); !status.ok()) return status;
+  ExecutorEnv env{registry, backend, OpsetsOf(m)};
   absl::StatusOr<std::unique_ptr<GraphExecutor>> executor =
       GraphExecutor::Create(m.graph(), env, TypeMap());
   if (!executor.ok()) return executor.status();

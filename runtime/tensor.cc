@@ -22,6 +22,22 @@ int64_t ElementCount(std::span<const int64_t> shape) {
   return count;
 }
 
+absl::StatusOr<size_t> CheckedBytes(DType dtype, std::span<const int64_t> shape) {
+  constexpr uint64_t kLimit = uint64_t{1} << 48;
+  uint64_t bytes = DTypeSize(dtype);
+  for (int64_t d : shape) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("negative dimension in shape ", ShapeString(shape)));
+    }
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes > kLimit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shape ", ShapeString(shape), " of ", DTypeName(dtype), " needs more than 2^48 bytes"));
+    }
+  }
+  return static_cast<size_t>(bytes);
+}
+
 std::string ShapeString(std::span<const int64_t> shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
 }
@@ -38,12 +54,9 @@ std::string Tensor::TypeString() const {
 }
 
 absl::StatusOr<Tensor> Backend::NewTensor(DType dtype, Shape shape) {
-  const int64_t count = ElementCount(shape);
-  if (count < 0)
-    return absl::InvalidArgumentError(
-        absl::StrCat("negative dimension in shape ", ShapeString(shape)));
-  absl::StatusOr<std::shared_ptr<Buffer>> buffer =
-      Allocate(static_cast<size_t>(count) * DTypeSize(dtype));
+  absl::StatusOr<size_t> bytes = CheckedBytes(dtype, shape);
+  if (!bytes.ok()) return bytes.status();
+  absl::StatusOr<std::shared_ptr<Buffer>> buffer = Allocate(*bytes);
   if (!buffer.ok()) return buffer.status();
   return Tensor(dtype, std::move(shape), *std::move(buffer));
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "runtime/dtype.h"
 
 namespace ampc {
@@ -35,8 +36,12 @@ class Buffer {
 
 using Shape = std::vector<int64_t>;
 
-// Number of elements (1 for a scalar).
+// Number of elements (1 for a scalar). The shape must have passed CheckedBytes.
 int64_t ElementCount(std::span<const int64_t> shape);
+
+// The bytes a tensor of this type and shape holds; InvalidArgument for a negative dim, or a
+// size that overflows or exceeds 2^48 bytes (shapes come from untrusted models and files).
+absl::StatusOr<size_t> CheckedBytes(DType dtype, std::span<const int64_t> shape);
 
 // "[2,3,4]"; "[]" for a scalar.
 std::string ShapeString(std::span<const int64_t> shape);
@@ -48,6 +53,7 @@ class Tensor {
       : dtype_(dtype), shape_(std::move(shape)), buffer_(std::move(buffer)), offset_(offset) {}
 
   // A tensor in host memory of its own (zero-filled), for tests, file readers and constants.
+  // The shape must have passed CheckedBytes.
   static Tensor Host(DType dtype, Shape shape);
 
   bool empty() const { return buffer_ == nullptr; }

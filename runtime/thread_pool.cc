@@ -1,6 +1,8 @@
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
+#include <exception>
+#include <utility>
 
 namespace ampc {
 namespace {
@@ -43,9 +45,15 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
   }
   wake_.notify_all();
   RunChunks();
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [this] { return pending_ == 0; });
-  job_ = nullptr;
+  std::exception_ptr error;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return pending_ == 0; });
+    job_ = nullptr;
+    std::lock_guard<std::mutex> error_lock(error_mutex_);
+    std::swap(error, error_);
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 void ThreadPool::RunChunks() {
@@ -57,7 +65,12 @@ void ThreadPool::RunChunks() {
     next_ = end;
     const auto* job = job_;
     lock.unlock();
-    (*job)(begin, end);
+    try {
+      (*job)(begin, end);
+    } catch (...) {  // rethrown by ParallelFor once every chunk is accounted for
+      std::lock_guard<std::mutex> error_lock(error_mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
     lock.lock();
     if (--pending_ == 0) done_.notify_all();
   }

@@ -3,6 +3,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -22,7 +23,8 @@ class ThreadPool {
 
   // Calls fn(begin, end) over disjoint chunks covering [0, n), each about `grain` long or more,
   // and returns when all are done. Runs inline when n is small, when there is one thread, and when
-  // called from inside another ParallelFor (no nested parallelism).
+  // called from inside another ParallelFor (no nested parallelism). An exception thrown by fn is
+  // rethrown here after all chunks have finished.
   void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
@@ -41,6 +43,8 @@ class ThreadPool {
   uint64_t generation_ = 0;
   bool stop_ = false;
   std::mutex call_mutex_;  // one ParallelFor at a time
+  std::mutex error_mutex_;
+  std::exception_ptr error_;  // the first exception a chunk threw
 };
 
 }  // namespace ampc

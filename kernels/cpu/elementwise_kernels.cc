@@ -59,7 +59,11 @@ struct DivOp {
   template <typename C>
   static C Apply(C a, C b) {
     if constexpr (std::is_integral_v<C>) {
-      return b == 0 ? C{0} : static_cast<C>(a / b);
+      if (b == 0) return C{0};  // undefined in ONNX; no trap
+      if constexpr (std::is_signed_v<C>) {
+        if (b == C{-1}) return static_cast<C>(C{0} - a);  // INT_MIN / -1 wraps instead of trapping
+      }
+      return static_cast<C>(a / b);
     } else {
       return a / b;
     }
@@ -228,6 +232,7 @@ struct CeluOp {
   template <typename C>
   C operator()(C x) const {
     const C al = static_cast<C>(alpha);
+    if (std::isnan(x)) return x;
     return std::max(C{0}, x) + std::min(C{0}, al * (std::exp(x / al) - C{1}));
   }
   float alpha;
@@ -236,7 +241,7 @@ struct ThresholdedReluOp {
   explicit ThresholdedReluOp(const Attributes& a) : alpha(a.Float("alpha", 1.0f)) {}
   template <typename C>
   C operator()(C x) const {
-    return x > static_cast<C>(alpha) ? x : C{0};
+    return x <= static_cast<C>(alpha) ? C{0} : x;
   }
   float alpha;
 };
@@ -245,6 +250,7 @@ struct HardSigmoidOp {
       : alpha(a.Float("alpha", 0.2f)), beta(a.Float("beta", 0.5f)) {}
   template <typename C>
   C operator()(C x) const {
+    if (std::isnan(x)) return x;
     return std::max(C{0}, std::min(C{1}, static_cast<C>(alpha) * x + static_cast<C>(beta)));
   }
   float alpha, beta;
@@ -264,10 +270,16 @@ absl::Status SignedUnary(KernelContext& context) {
           });
   return handled ? status : Unsupported<void>(context);
 }
+// NaN propagates through every activation, as in PyTorch: a finite check downstream (the loss
+// scaler's) must see it.
 struct ReluOp {
   template <typename C>
   static C Apply(C x) {
-    return x > C{0} ? x : C{0};
+    if constexpr (std::is_unsigned_v<C>) {
+      return x;
+    } else {
+      return x < C{0} ? C{0} : x;
+    }
   }
 };
 struct AbsOp {

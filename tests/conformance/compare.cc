@@ -1,6 +1,7 @@
 #include "tests/conformance/compare.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/dtype.h"
@@ -32,7 +33,9 @@ absl::Status Compare(const Tensor& expected, const Tensor& actual, const Toleran
     for (int64_t i = 0; i < expected.size(); ++i) {
       const double x = AsDouble(e[i]), y = AsDouble(a[i]);
       bool ok;
-      if (std::isnan(x) || std::isnan(y)) {
+      if constexpr (!std::is_floating_point_v<typename Compute<T>::type>) {
+        ok = e[i] == a[i];  // integers and bools exactly
+      } else if (std::isnan(x) || std::isnan(y)) {
         ok = std::isnan(x) && std::isnan(y);
       } else if (std::isinf(x) || std::isinf(y)) {
         ok = x == y;

@@ -15,8 +15,8 @@ struct Tolerance {
 inline constexpr Tolerance kOnnxBackendTolerance{1e-3, 1e-7};
 
 // OK when dtypes and shapes are equal and every element satisfies
-// |actual - expected| <= atol + rtol * |expected| (NaN matches NaN; integers and bools exactly).
-// Otherwise InvalidArgument naming the first differing element and how many differ.
+// |actual - expected| <= atol + rtol * |expected| (NaN matches NaN); integers and bools must be
+// equal. Otherwise InvalidArgument naming the first differing element and how many differ.
 absl::Status Compare(const Tensor& expected, const Tensor& actual, const Tolerance& tolerance);
 
 }  // namespace ampc

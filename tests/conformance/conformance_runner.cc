@@ -162,8 +162,12 @@ Result RunCase(const fs::path& dir, Backend& backend, int low_dtype) {
       !s.ok()) {
     return {Outcome::kFail, absl::StrCat("ampc: ", s.message())};
   }
-  return RunModel(std::move(compiled), dir, backend,
-                  low_dtype == onnx::TensorProto::FLOAT16 ? kFp16Tolerance : kBf16Tolerance);
+  Result result =
+      RunModel(std::move(compiled), dir, backend,
+               low_dtype == onnx::TensorProto::FLOAT16 ? kFp16Tolerance : kBf16Tolerance);
+  // The FP32 model ran, so anything the compiled one cannot run is a miss, not "unsupported".
+  if (result.outcome == Outcome::kUnsupported) result.outcome = Outcome::kFail;
+  return result;
 }
 
 std::vector<fs::path> Cases(const fs::path& dir) {

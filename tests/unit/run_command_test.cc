@@ -126,6 +126,19 @@ TEST_F(RunCommandTest, BadNpyNamesTheFile) {
   EXPECT_EQ(r.err, "ampc: error: " + x + ": not a readable .npy file: bad magic\n");
 }
 
+TEST_F(RunCommandTest, NpyDeclaringAHugeShapeIsRefusedBeforeAllocating) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000,), }";
+  header.append(118 - header.size() - 1, ' ');
+  header.push_back('\n');
+  const std::string x = Write("x.npy", std::string("\x93NUMPY\x01\x00", 8) + std::string(1, 118) +
+                                           std::string(1, 0) + header);
+  auto r = Ampc({"run", model_, "--input", "x=" + x});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "ampc: error: " + x +
+                       ": not a readable .npy file: shape [1000000000000] needs 4000000000000 "
+                       "bytes of data, the file has 0\n");
+}
+
 TEST_F(RunCommandTest, UnsupportedOpFailsBeforeRunningNamingTheNode) {
   const std::string m = Write("unpool.onnx", testing::ParseModelText(R"(
 <ir_version: 8, opset_import: ["" : 17]>
@@ -133,12 +146,11 @@ g (float[1, 1, 2, 2] x, int64[1, 1, 2, 2] i) => (float[1, 1, 4, 4] y) {
   y = MaxUnpool <kernel_shape = [2, 2], strides = [2, 2]> (x, i)
 }
 )")
-                                              .SerializeAsString());
+                                                 .SerializeAsString());
   auto r = Ampc({"run", m});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(
-      r.err,
-      HasSubstr(m + ": MaxUnpool node producing 'y': op not supported on the cpu backend"));
+  EXPECT_THAT(r.err,
+              HasSubstr(m + ": MaxUnpool node producing 'y': op not supported on the cpu backend"));
 }
 
 }  // namespace

@@ -3,8 +3,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/cpu_backend.h"
 #include "tests/support/model_text.h"
@@ -74,13 +78,13 @@ TEST(SessionTest, UnsupportedElementTypeFailsAtCreationNamingTypes) {
   CpuBackend backend(1);
   auto session = Session::Create(testing::ParseModelText(R"(
 <ir_version: 8, opset_import: ["" : 17]>
-g (int32[2] x) => (int32[2] y) {
-  y = Exp(x)
+g (bool[2] c, string[2] a, string[2] b) => (string[2] y) {
+  y = Where(c, a, b)
 }
 )"),
                                  DefaultRegistry(), backend);
   ASSERT_FALSE(session.ok());
-  EXPECT_THAT(session.status().message(), HasSubstr("no cpu kernel for input types (int32)"));
+  EXPECT_THAT(session.status().message(), HasSubstr("no cpu kernel for input types (bool, string, string) -> (string)"));
 }
 
 TEST(SessionTest, WrongInputTypeOrShapeIsAnErrorNamingTheInput) {
@@ -124,6 +128,92 @@ g (float16[1] a, float16[1] b) => (float16[1] y) {
     auto out = (*session)->Run(inputs);
     ASSERT_TRUE(out.ok()) << out.status();
     EXPECT_EQ(HalfToFloat((*out)[0].data<Half>()[0].bits), want);
+  }
+}
+
+}  // namespace
+}  // namespace ampc
+
+namespace ampc {
+namespace {
+
+using testing::Floats;
+using ::testing::HasSubstr;
+
+absl::StatusOr<std::vector<Tensor>> CreateAndRun(const std::string& text,
+                                                 std::vector<Tensor> inputs) {
+  static CpuBackend* backend = new CpuBackend(2);
+  auto session = Session::Create(testing::ParseModelText(text), DefaultRegistry(), *backend);
+  if (!session.ok()) return session.status();
+  return (*session)->Run(inputs);
+}
+
+TEST(SessionSafetyTest, DeclaredOutputTypeContradictingTheNodeFailsAtCreation) {
+  // Relu of float declared float16: a kernel sizing its output by the declaration would
+  // overflow it; strict type inference refuses the model instead.
+  auto result = CreateAndRun(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1024] x) => (float16[1024] y) {
+  y = Relu(x)
+}
+)",
+                             {Tensor::Host(DType::kFloat, {1024})});
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr("value 'y' is declared float16 but its node computes float32"));
+}
+
+TEST(SessionSafetyTest, MissingRequiredInputFailsAtCreation) {
+  auto result = CreateAndRun(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2] x) => (float[2] y) {
+  y = Add(x)
+}
+)",
+                             {Tensor::Host(DType::kFloat, {2})});
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr("Add node producing 'y' has 1 inputs and 1 outputs; its schema allows 2-2"));
+}
+
+TEST(SessionSafetyTest, GiganticShapeIsAnErrorNotACrash) {
+  // 2^61 int64 elements: 2^64 bytes, which wraps to 0 without a checked product.
+  Tensor shape = testing::Int64s({1}, {int64_t{1} << 61});
+  auto result = CreateAndRun(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (int64[1] s) => (int64[?] y) {
+  y = ConstantOfShape <value = int64[1] {7}> (s)
+}
+)",
+                             {shape});
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr("needs more than 2^48 bytes"));
+}
+
+TEST(SessionSafetyTest, IntegerDivisionOfTheMinimumByMinusOneDoesNotTrap) {
+  auto result = CreateAndRun(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (int32[1] a, int32[1] b) => (int32[1] y) {
+  y = Div(a, b)
+}
+)",
+                             {testing::Make<int32_t>(DType::kInt32, {1}, {INT32_MIN}),
+                              testing::Make<int32_t>(DType::kInt32, {1}, {-1})});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ((*result)[0].data<int32_t>()[0], INT32_MIN);  // wraps, as numpy does
+}
+
+TEST(SessionSafetyTest, ActivationsPropagateNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const char* op : {"Relu", "Celu", "HardSigmoid", "ThresholdedRelu", "LeakyRelu"}) {
+    auto result = CreateAndRun(absl::StrCat(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2] x) => (float[2] y) {
+  y = )",
+                                            op, R"((x)
+}
+)"),
+                               {Floats({2}, {nan, -1.0f})});
+    ASSERT_TRUE(result.ok()) << op << ": " << result.status();
+    EXPECT_TRUE(std::isnan((*result)[0].data<float>()[0])) << op;
   }
 }
 
