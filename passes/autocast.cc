@@ -169,6 +169,7 @@ bool Planner::PlanNode(const onnx::NodeProto& node, const std::string& name,
                        const FloatSupport& support, const NodeTypes& original, Scope& scope,
                        NodePlan& plan) {
   plan.name = name;
+  plan.first_output = node.output_size() > 0 ? node.output(0) : "";
   plan.op_type = node.op_type();
   plan.input_dtypes.assign(node.input_size(), 0);
   bool loss = IsLossOp(node);

@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "passes/convert_constant.h"
 #include "passes/float_support.h"
@@ -107,8 +108,11 @@ struct Shared {
   const onnx::ModelProto& model;
   std::optional<NameAllocator> names;
   OpsetVersions opsets;
-  bool initializers_allowed;                 // IR >= 4: an initializer need not be an input
-  bool may_move = false;                     // an exact op reads a Cast to FP32
+  bool initializers_allowed;  // IR >= 4: an initializer need not be an input
+  bool may_move = false;      // an exact op reads a Cast to FP32
+  // Output 0 of the nodes the user or the policy pinned to FP32 (--block-node, --block-op, an
+  // FP32 category): cast motion never lowers them, even where that would be exact.
+  absl::flat_hash_set<std::string> pinned_fp32;
   absl::flat_hash_set<std::string> created;  // initializers this run made
   // Names a training step updates or reads: the inference graph reads them through Casts.
   absl::flat_hash_set<std::string> master_weights;
@@ -460,6 +464,7 @@ int CastMotion::CommonLowReader(int position) const {
 
 // Whether the node's schema lets input 0 and output 0, and nothing else, become `dtype`.
 bool CastMotion::Admits(const NodeProto& node, int dtype) const {
+  if (node.output_size() > 0 && shared_.pinned_fp32.contains(node.output(0))) return false;
   const FloatSupport support(node, shared_.opsets, {TensorProto::FLOAT});
   if (!support.MainAdmits(dtype) || !support.InputFollowsMain(0) || !support.OutputFollowsMain(0)) {
     return false;
@@ -510,6 +515,13 @@ absl::StatusOr<bool> RunPhase(onnx::ModelProto& model, Shared& shared) {
 
 absl::StatusOr<bool> FoldCasts::Run(ModelContext& context) {
   Shared shared(context.model);
+  if (context.plan != nullptr) {
+    for (const auto& [node, plan] : context.plan->nodes) {
+      const bool pinned =
+          plan.category == Category::kFp32 || absl::StartsWith(plan.rule, "--block-node");
+      if (pinned && plan.dtype == TensorProto::FLOAT) shared.pinned_fp32.insert(plan.first_output);
+    }
+  }
   absl::StatusOr<bool> folded = RunPhase<CastFolder>(context.model, shared);
   if (!folded.ok() || !shared.may_move) return folded;
   absl::StatusOr<bool> moved = RunPhase<CastMotion>(context.model, shared);

@@ -11,7 +11,8 @@
 // Unsqueeze, Slice, Gather, Identity, Relu, MaxPool; their data input only) fed by
 // Cast(low -> FP32), whose every reader casts back to that low dtype, runs in the low dtype; the
 // casts back become identities and go. Multi-input and multi-output exact ops (Concat, Split,
-// Max, Min) are not moved across.
+// Max, Min) are not moved across, nor are nodes pinned to FP32 by --block-node, --block-op or
+// an FP32 category: the output keeps the precision the report gives them.
 // A cast whose output is a graph output or is read by a subgraph is kept. Casts and Constants
 // left without readers are removed; initializers this pass did not create are never removed.
 #pragma once

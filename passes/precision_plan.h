@@ -23,6 +23,8 @@ struct AutocastOptions {
 
 struct NodePlan {
   std::string name;  // node name, or "#index" in its graph when unnamed
+  std::string
+      first_output;  // the node's output 0 when planned (passes after autocast find it by it)
   std::string op_type;
   int dtype = 0;  // the node's compute dtype; 0: not a candidate, its dtypes are kept
   Category category = Category::kKeep;
