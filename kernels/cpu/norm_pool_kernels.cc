@@ -6,6 +6,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,15 @@
 
 namespace ampc {
 namespace {
+
+template <typename C>
+bool IsNan(C v) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return std::isnan(v);
+  } else {
+    return false;
+  }
+}
 
 using pool::AxisWindow;
 using pool::ListWindow;
@@ -95,7 +105,8 @@ int64_t ColumnMajor(const PoolPlan& plan, int64_t offset) {
   return result;
 }
 
-// MaxPool: the largest element of each window (NaNs are skipped); Indices (int64) are offsets
+// MaxPool: the largest element of each window (a NaN wins, as in PyTorch, so it reaches a finite
+// check downstream); Indices (int64) are offsets
 // into the flattened input, the spatial part row-major or, with storage_order=1, column-major.
 absl::Status MaxPool(KernelContext& context) {
   const Tensor& x = context.in(0);
@@ -125,7 +136,7 @@ absl::Status MaxPool(KernelContext& context) {
             int64_t best_offset = kIndices ? window.first() : 0;
             window.ForEach([&](int64_t offset) {
               const C v = Compute<T>::Load(xp[offset]);
-              if (v > best) {
+              if (v > best || IsNan(v)) {  // once best is NaN nothing replaces it
                 best = v;
                 if constexpr (kIndices) best_offset = offset;
               }
@@ -228,7 +239,7 @@ absl::Status GlobalPool(KernelContext& context) {
                          for (int64_t j = 0; j < inner; ++j) {
                            const C v = Compute<T>::Load(xp[j]);
                            if constexpr (kKind == GlobalKind::kMax) {
-                             if (v > acc) acc = v;
+                             if (v > acc || IsNan(v)) acc = v;
                            } else if constexpr (kKind == GlobalKind::kLp) {
                              acc += std::pow(std::abs(v), cp);
                            } else {

@@ -84,7 +84,8 @@ g (bool[2] c, string[2] a, string[2] b) => (string[2] y) {
 )"),
                                  DefaultRegistry(), backend);
   ASSERT_FALSE(session.ok());
-  EXPECT_THAT(session.status().message(), HasSubstr("no cpu kernel for input types (bool, string, string) -> (string)"));
+  EXPECT_THAT(session.status().message(),
+              HasSubstr("no cpu kernel for input types (bool, string, string) -> (string)"));
 }
 
 TEST(SessionTest, WrongInputTypeOrShapeIsAnErrorNamingTheInput) {
@@ -159,7 +160,8 @@ g (float[1024] x) => (float16[1024] y) {
 )",
                              {Tensor::Host(DType::kFloat, {1024})});
   ASSERT_FALSE(result.ok());
-  EXPECT_THAT(result.status().message(), HasSubstr("value 'y' is declared float16 but its node computes float32"));
+  EXPECT_THAT(result.status().message(),
+              HasSubstr("value 'y' is declared float16 but its node computes float32"));
 }
 
 TEST(SessionSafetyTest, MissingRequiredInputFailsAtCreation) {
@@ -171,7 +173,9 @@ g (float[2] x) => (float[2] y) {
 )",
                              {Tensor::Host(DType::kFloat, {2})});
   ASSERT_FALSE(result.ok());
-  EXPECT_THAT(result.status().message(), HasSubstr("Add node producing 'y' has 1 inputs and 1 outputs; its schema allows 2-2"));
+  EXPECT_THAT(
+      result.status().message(),
+      HasSubstr("Add node producing 'y' has 1 inputs and 1 outputs; its schema allows 2-2"));
 }
 
 TEST(SessionSafetyTest, GiganticShapeIsAnErrorNotACrash) {
@@ -215,6 +219,32 @@ g (float[2] x) => (float[2] y) {
     ASSERT_TRUE(result.ok()) << op << ": " << result.status();
     EXPECT_TRUE(std::isnan((*result)[0].data<float>()[0])) << op;
   }
+}
+
+}  // namespace
+}  // namespace ampc
+
+namespace ampc {
+namespace {
+
+TEST(SessionSafetyTest, MaxPoolsPropagateNaN) {
+  static CpuBackend* backend = new CpuBackend(1);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto session = Session::Create(testing::ParseModelText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, 1, 4] x) => (float[1, 1, 2] y, float[1, 1, 1] z) {
+  y = MaxPool <kernel_shape = [2], strides = [2]> (x)
+  z = GlobalMaxPool(x)
+}
+)"),
+                                 DefaultRegistry(), *backend);
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<Tensor> inputs = {testing::Floats({1, 1, 4}, {1.0f, nan, 3.0f, 2.0f})};
+  auto out = (*session)->Run(inputs);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(std::isnan((*out)[0].data<float>()[0]));
+  EXPECT_EQ((*out)[0].data<float>()[1], 3.0f);
+  EXPECT_TRUE(std::isnan((*out)[1].data<float>()[0]));
 }
 
 }  // namespace
