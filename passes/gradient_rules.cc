@@ -1,5 +1,7 @@
 #include "passes/gradient_rules.h"
 
+#include <onnx/defs/attr_proto_util.h>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
@@ -51,6 +53,16 @@ std::string GradientContext::EnsureOutput(int slot, std::string_view hint) {
     node_.set_output(slot, builder_.Fresh(absl::StrCat(node_.output(0), ".", std::string(hint))));
   }
   return node_.output(slot);
+}
+
+void GradientContext::SetTrainingMode() {
+  for (onnx::AttributeProto& attribute : *node_.mutable_attribute()) {
+    if (attribute.name() == "training_mode") {
+      attribute.set_i(1);
+      return;
+    }
+  }
+  *node_.add_attribute() = onnx::MakeAttribute("training_mode", int64_t{1});
 }
 
 int64_t GradientContext::Int(std::string_view name, int64_t fallback) const {

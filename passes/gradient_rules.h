@@ -49,6 +49,8 @@ class GradientContext {
   // The forward node's output `slot`, added under a fresh name when the node lacks it (the
   // backward of some ops reads an optional output of the forward: log_prob, Mean, Indices).
   std::string EnsureOutput(int slot, std::string_view hint);
+  // Sets the forward node's training_mode attribute to 1 (BatchNormalization, Dropout).
+  void SetTrainingMode();
 
   // Attributes of the forward node, with defaults.
   int64_t Int(std::string_view name, int64_t fallback) const;

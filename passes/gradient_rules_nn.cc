@@ -49,6 +49,36 @@ absl::Status LayerNormalizationGrad(GradientContext& c) {
                   {0, 1, 2}, c.CopyAttributes({"axis"}));
 }
 
+// The step trains with batch statistics: the forward copy gets training_mode = 1 and its running
+// mean and variance outputs (the step binds them to the running statistics, training-step.cc);
+// the saved mean and 1/sqrt(var + epsilon) over every axis but 1 come from standard ops.
+absl::Status BatchNormalizationGrad(GradientContext& c) {
+  absl::StatusOr<std::vector<Dim>> dims = c.DimsOf(c.input(0));
+  if (!dims.ok()) return dims.status();
+  if (dims->size() < 2) return c.Error("BatchNormalization of a rank < 2 input has no gradient");
+  c.SetTrainingMode();
+  c.EnsureOutput(1, "running_mean");
+  c.EnsureOutput(2, "running_var");
+  GradientBuilder& b = c.b();
+  std::vector<int64_t> axes = {0};
+  for (int64_t axis = 2; axis < static_cast<int64_t>(dims->size()); ++axis) axes.push_back(axis);
+  auto mean = [&](const std::string& value) {
+    return b.Op("ReduceMean", {value}, {onnx::MakeAttribute("axes", axes)});
+  };
+  const std::string& x = c.input(0);
+  const std::string batch_mean = mean(x);
+  const std::string centered = b.Op("Sub", {x, batch_mean});
+  const std::string variance = mean(b.Op("Mul", {centered, centered}));
+  const float epsilon = c.Float("epsilon", 1e-5f);
+  const std::string shifted = b.Op("Add", {variance, b.Scalar(epsilon, b.ElemType(x))});
+  const std::string inv_std = b.Op("Reciprocal", {b.Op("Sqrt", {shifted})});
+  const std::string flat = b.Ints({-1});
+  return AmpcGrad(c, "BatchNormalizationGrad",
+                  {c.dy(), x, c.input(1), b.Op("Reshape", {batch_mean, flat}),
+                   b.Op("Reshape", {inv_std, flat})},
+                  {0, 1, 2}, {onnx::MakeAttribute("epsilon", epsilon)});
+}
+
 absl::Status ConvGrad(GradientContext& c) {
   return AmpcGrad(
       c, "ConvGrad", {c.dy(), c.input(0), c.input(1)}, {0, 1, 2},
@@ -75,6 +105,7 @@ void AddNnGradientRules(GradientRuleTable& table) {
   table.emplace_back("Softmax", SoftmaxLike("SoftmaxGrad"));
   table.emplace_back("LogSoftmax", SoftmaxLike("LogSoftmaxGrad"));
   table.emplace_back("LayerNormalization", GradientRule{LayerNormalizationGrad, {}});
+  table.emplace_back("BatchNormalization", GradientRule{BatchNormalizationGrad, {3, 4}});
   table.emplace_back("Conv", GradientRule{ConvGrad, {}});
   table.emplace_back("MaxPool", GradientRule{MaxPoolGrad, {}});
   table.emplace_back("AveragePool", GradientRule{AveragePoolGrad, {}});

@@ -135,6 +135,30 @@ void EmitCounters(StepWriter& w, const std::string& skip, const std::string& los
   w.Node("Add", {kNonfiniteLossSteps, bad_count}, {NextName(kNonfiniteLossSteps)});
 }
 
+// Initializers of the forward that the step's forward copy updates: the running statistics of a
+// BatchNormalization the autodiff put in training mode (its outputs 1 and 2). Each new value is
+// named `<state>.ampc.next`. Returns the initializers, in node order.
+std::vector<std::string> ForwardStateUpdates(onnx::GraphProto& step, const GraphIndex& forward,
+                                             NameAllocator& names, StepWriter& w) {
+  std::vector<std::string> updated;
+  for (int i = 0; i < forward.graph().node_size(); ++i) {
+    onnx::NodeProto& node = *step.mutable_node(i);
+    if (node.op_type() != "BatchNormalization" || node.output_size() < 3) continue;
+    for (int slot = 1; slot <= 2; ++slot) {
+      const std::string& state = node.input(slot + 2);
+      if (node.output(slot).empty() || forward.Initializer(state) == nullptr) continue;
+      names.Reserve(NextName(state));
+      if (forward.Source(node.output(slot)) == nullptr) {  // added by the autodiff: unread
+        node.set_output(slot, NextName(state));
+      } else {
+        w.Node("Identity", {node.output(slot)}, {NextName(state)});
+      }
+      updated.push_back(state);
+    }
+  }
+  return updated;
+}
+
 absl::Status CheckLoss(const GraphIndex& index, const std::string& loss) {
   const onnx::TypeProto* type = index.Type(loss);
   if (index.Source(loss) == nullptr) {
@@ -242,6 +266,8 @@ absl::Status AssembleTrainingStep(onnx::ModelProto& model, const TrainingOptions
       AppendGradients(step, **index, {options.loss, kScale, *params}, names);
   if (!grads.ok()) return grads.status();
 
+  const std::vector<std::string> forward_state = ForwardStateUpdates(step, **index, names, w);
+
   // 3.-5. finite check, scale update, unscale and clip.
   const std::string found = names.Fresh("ampc.found");
   w.Node("CheckFinite", *grads, {found}, {}, kAmpcDomain);
@@ -291,6 +317,10 @@ absl::Status AssembleTrainingStep(onnx::ModelProto& model, const TrainingOptions
     for (const auto& dim : (*index)->Type(p)->tensor_type().shape().dim())
       dims.push_back(dim.dim_value());
     bind(p, kFloat, dims);
+  }
+  for (const std::string& name : forward_state) {
+    const onnx::TensorProto& tensor = *(*index)->Initializer(name);
+    bind(name, tensor.data_type(), {tensor.dims().begin(), tensor.dims().end()});
   }
   for (const StateItem& item : state) bind(item.name, item.elem_type, item.dims);
 

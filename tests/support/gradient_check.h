@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "passes/ampc_ops.h"
 #include "passes/autodiff.h"
 #include "passes/infer_types.h"
 #include "runtime/cpu_backend.h"
@@ -145,6 +146,11 @@ inline absl::StatusOr<onnx::ModelProto> GradientModel(const GradientCase& c) {
   NameAllocator names(model);
   AMPC_ASSIGN_OR_RETURN(std::vector<std::string> grads,
                         AppendGradients(graph, *index, request, names));
+  // Rules of the softmax/norm/conv/pool family emit ai.ampc gradient ops.
+  onnx::OperatorSetIdProto& ampc = *model.add_opset_import();
+  ampc.set_domain(kAmpcDomain);
+  ampc.set_version(kAmpcOpsetVersion);
+  RegisterAmpcSchemas();
   graph.clear_output();
   for (size_t i = 0; i < grads.size(); ++i) {
     onnx::ValueInfoProto& out = *graph.add_output();

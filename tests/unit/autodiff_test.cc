@@ -1,6 +1,7 @@
-// The autodiff pass's standard-ONNX gradient rules against central finite differences, in FP64 on
-// the CPU runtime: each case is loss = ReduceSum(op(operands) * r) with r fixed, so the gradient
-// of every param operand is checked elementwise (also through the Mul and ReduceSum rules).
+// The autodiff pass's gradient rules (standard ONNX, and those emitting ai.ampc gradient ops)
+// against central finite differences, in FP64 on the CPU runtime: each case is
+// loss = ReduceSum(op(operands) * r) with r fixed, so the gradient of every param operand is
+// checked elementwise (also through the Mul and ReduceSum rules).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -105,6 +106,37 @@ std::vector<GradientCase> Cases() {
        "s = Constant <value_ints = [2, 3, 4]> ()\n  y = Expand(x, s)",
        {2, 3, 4}},
       {"GlobalAveragePool", {{"x", {2, 3, 2, 2}}}, "y = GlobalAveragePool(x)", {2, 3, 1, 1}},
+      {"BatchNormalization_training",
+       {{"x", {3, 2, 2, 2}},
+        {"s", {2}},
+        {"b", {2}},
+        Operand("m", {2}, false),
+        Operand("v", {2}, false)},
+       "y, rm, rv = BatchNormalization <epsilon = 0.001, training_mode = 1> (x, s, b, m, v)",
+       {3, 2, 2, 2}},
+      // Rules that emit ai.ampc gradient ops (their kernels on the CPU runtime).
+      {"SoftmaxCrossEntropyLoss_adds_log_prob",
+       {{"s", {3, 4}}, Operand::Fixed("t", {3}, "int64", {1, 3, 0})},
+       "y = SoftmaxCrossEntropyLoss <reduction = \"mean\"> (s, t)",
+       {}},
+      {"Softmax", {{"x", {2, 4}}}, "y = Softmax <axis = 1> (x)", {2, 4}},
+      {"LogSoftmax", {{"x", {2, 4}}}, "y = LogSoftmax(x)", {2, 4}},
+      {"LayerNormalization_adds_mean_and_inv_std",
+       {{"x", {2, 3, 4}}, {"s", {4}}, {"b", {4}}},
+       "y = LayerNormalization <axis = -1, epsilon = 0.001> (x, s, b)",
+       {2, 3, 4}},
+      {"Conv",
+       {{"x", {1, 2, 4, 4}}, {"w", {3, 2, 3, 3}}, {"b", {3}}},
+       "y = Conv <pads = [1, 1, 1, 1], strides = [2, 2]> (x, w, b)",
+       {1, 3, 2, 2}},
+      {"MaxPool_adds_indices",
+       {{"x", {1, 2, 4, 4}}},
+       "y = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (x)",
+       {1, 2, 2, 2}},
+      {"AveragePool",
+       {{"x", {1, 2, 4, 4}}},
+       "y = AveragePool <kernel_shape = [3, 3], pads = [1, 1, 1, 1], strides = [2, 2]> (x)",
+       {1, 2, 2, 2}},
       {"Parameter_used_twice", {x, {"p", {3}}}, "m = Mul(x, p)\n  y = Add(m, p)", {2, 3}},
       {"Chain_mlp_layer",
        {Operand("x", {2, 3}, false), {"w", {4, 3}}, {"b", {4}}},

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "models/cnn.h"
 #include "models/mlp.h"
 #include "models/transformer.h"
 #include "passes/ampc_ops.h"
@@ -205,6 +206,41 @@ TEST(TrainingStep, CompiledTransformerLearnsAFixedBatch) {
     last = result->loss;
   }
   EXPECT_LT(last, 0.25f * first) << "first loss " << first << ", last " << last;
+}
+
+TEST(TrainingStep, CompiledCnnLearnsAFixedBatchAndUpdatesRunningStatistics) {
+  // Conv, BatchNormalization in training mode (batch statistics, running ones bound as state),
+  // Relu, MaxPool, Flatten, Gemm.
+  absl::StatusOr<onnx::ModelProto> model = models::BuildCnn({});
+  ASSERT_TRUE(model.ok());
+  TrainingOptions options;
+  options.loss = "loss";
+  ASSERT_TRUE(Compile(*model, kFullPipeline, options).ok());
+  CpuBackend backend(1);
+  auto session = TrainingSession::Create(*model, DefaultRegistry(), backend);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const ValueSpec& image_spec = (*session)->data_inputs()[0];
+  Shape shape = image_spec.dims;
+  shape[0] = 4;
+  int64_t size = 1;
+  for (int64_t d : shape) size *= d;
+  std::vector<float> image(size);
+  for (int64_t i = 0; i < size; ++i) image[i] = static_cast<float>((i * 37) % 11) / 5 - 1;
+  NamedTensors inputs = {{image_spec.name, Floats(shape, image)},
+                         {"label", Int64s({4}, {0, 1, 2, 3})}};
+  float first = 0, last = 0;
+  for (int step = 0; step < 30; ++step) {
+    absl::StatusOr<StepResult> result = (*session)->Step(inputs, 0.001f);
+    ASSERT_TRUE(result.ok()) << result.status();
+    if (step == 0) first = result->loss;
+    last = result->loss;
+  }
+  EXPECT_LT(last, 0.5f * first) << "first loss " << first << ", last " << last;
+  absl::StatusOr<Tensor> running = (*session)->State("block1.bn.running_mean");
+  ASSERT_TRUE(running.ok()) << running.status();
+  bool moved = false;
+  for (float v : Values<float>(*running)) moved = moved || v != 0.0f;
+  EXPECT_TRUE(moved) << "the running mean never left its initial zeros";
 }
 
 }  // namespace
