@@ -134,13 +134,23 @@ absl::Status MaxPool(KernelContext& context) {
               best = -std::numeric_limits<C>::infinity();
             }
             int64_t best_offset = kIndices ? window.first() : 0;
-            window.ForEach([&](int64_t offset) {
-              const C v = Compute<T>::Load(xp[offset]);
-              if (v > best || IsNan(v)) {  // once best is NaN nothing replaces it
-                best = v;
-                if constexpr (kIndices) best_offset = offset;
-              }
-            });
+            if constexpr (kIndices) {
+              window.ForEach([&](int64_t offset) {
+                const C v = Compute<T>::Load(xp[offset]);
+                if (v > best || IsNan(v)) {  // once best is NaN nothing replaces it
+                  best = v;
+                  best_offset = offset;
+                }
+              });
+            } else {  // branch-free, so the compiler can use max instructions
+              bool nan = false;
+              window.ForEach([&](int64_t offset) {
+                const C v = Compute<T>::Load(xp[offset]);
+                nan |= IsNan(v);
+                best = v > best ? v : best;
+              });
+              if (nan) best = std::numeric_limits<C>::quiet_NaN();
+            }
             py[p * plan.out_size + o] = Compute<T>::Store(best);
             if constexpr (kIndices) {
               indices[p * plan.out_size + o] =
