@@ -1,7 +1,6 @@
 // FunctionProto bodies of the ai.ampc ops in standard ONNX ops, written in ONNX's text syntax. Each
 // mirrors its CPU kernel's arithmetic step by step (kernels/cpu/scaler_kernels.cc), so a runtime
 // that inlines the function computes the same values.
-#include <onnx/defs/parser.h>
 
 #include <algorithm>
 #include <map>
@@ -11,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "passes/ampc_function_text.h"
 #include "passes/ampc_grad_ops.h"
 #include "passes/ampc_ops.h"
 
@@ -18,10 +18,7 @@ namespace ampc {
 namespace {
 
 // A body: its input and output names, attribute names, and nodes (one per line).
-struct Body {
-  std::vector<std::string> inputs, outputs, attributes;
-  std::string nodes;
-};
+using Body = FunctionText;
 
 std::vector<std::string> Numbered(const std::string& prefix, int n) {
   std::vector<std::string> names;
@@ -283,21 +280,7 @@ absl::StatusOr<onnx::FunctionProto> AmpcFunctionBody(const std::string& op, int 
         absl::StrCat("ai.ampc.", op, " takes ", body.status().message(), " inputs -> outputs, not ",
                      num_inputs, " -> ", num_outputs));
   }
-  const std::string attributes =
-      body->attributes.empty() ? "" : absl::StrCat("<", absl::StrJoin(body->attributes, ", "), ">");
-  // The function imports its own domain too: libonnx's FunctionExpandHelper looks it up there.
-  const std::string text =
-      absl::StrCat("<domain: \"", kAmpcDomain, "\", opset_import: [\"\" : ", onnx_opset, ", \"",
-                   kAmpcDomain, "\" : ", kAmpcOpsetVersion, "]>\n", op, " ", attributes, " (",
-                   absl::StrJoin(body->inputs, ", "), ") => (", absl::StrJoin(body->outputs, ", "),
-                   ") {\n", body->nodes, "}\n");
-  onnx::FunctionProto function;
-  const onnx::Common::Status status = onnx::OnnxParser::Parse(function, text.c_str());
-  if (!status.IsOK()) {
-    return absl::InternalError(
-        absl::StrCat("body of ai.ampc.", op, " does not parse: ", status.ErrorMessage()));
-  }
-  return function;
+  return ParseAmpcFunction(op, *body, onnx_opset);
 }
 
 absl::StatusOr<std::vector<onnx::FunctionProto>> AmpcFunctionBodies(const onnx::GraphProto& graph,

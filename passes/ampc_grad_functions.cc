@@ -1,23 +1,18 @@
 // FunctionProto bodies of the ai.ampc gradient ops in standard ONNX ops (ONNX text syntax), each
 // following its CPU kernel's arithmetic (kernels/cpu/grad_kernels.cc and grad_*.h) step by step.
-#include <onnx/defs/parser.h>
 
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "passes/ampc_function_text.h"
 #include "passes/ampc_grad_ops.h"
 
 namespace ampc {
 namespace {
 
-constexpr char kDomain[] = "ai.ampc";
-
-struct Body {
-  std::vector<std::string> inputs, outputs, attributes;
-  std::string nodes;
-};
+using Body = FunctionText;
 
 // Reductions along `axis` as a 1-D axes input (ReduceSum's axes are an input from opset 13).
 constexpr char kAxisNodes[] = R"(
@@ -255,19 +250,7 @@ absl::StatusOr<onnx::FunctionProto> GradientFunctionBody(const onnx::NodeProto& 
     return absl::InvalidArgumentError(absl::StrCat(
         "the body of ai.ampc.", op, " needs ONNX opset 16 or later, not ", onnx_opset));
   }
-  const std::string attributes =
-      body.attributes.empty() ? "" : absl::StrCat("<", absl::StrJoin(body.attributes, ", "), ">");
-  const std::string text = absl::StrCat(
-      "<domain: \"", kDomain, "\", opset_import: [\"\" : ", onnx_opset, ", \"", kDomain,
-      "\" : 1]>\n", op, " ", attributes, " (", absl::StrJoin(body.inputs, ", "), ") => (",
-      absl::StrJoin(body.outputs, ", "), ") {\n", body.nodes, "}\n");
-  onnx::FunctionProto function;
-  const onnx::Common::Status status = onnx::OnnxParser::Parse(function, text.c_str());
-  if (!status.IsOK()) {
-    return absl::InternalError(
-        absl::StrCat("body of ai.ampc.", op, " does not parse: ", status.ErrorMessage()));
-  }
-  return function;
+  return ParseAmpcFunction(op, body, onnx_opset);
 }
 
 }  // namespace ampc
