@@ -1,5 +1,6 @@
 #include "compiler/run_command.h"
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -163,11 +164,18 @@ absl::Status RunModelCommand(const std::vector<std::string>& args,
                         absl::StrCat(path, ": ", session.status().message()));
   }
   AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, ReadInputs(**session, input_specs));
+  backend.ResetPeak();
+  const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<std::vector<Tensor>> outputs = (*session)->Run(inputs);
   if (!outputs.ok()) {
     return absl::Status(outputs.status().code(),
                         absl::StrCat(path, ": ", outputs.status().message()));
   }
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  std::cerr << absl::StrFormat("ampc: %s: ran on %s in %.2f ms; peak tensor memory %.1f kB\n", path,
+                               backend.name(), ms,
+                               static_cast<double>(backend.memory_stats().peak_bytes) / 1e3);
   const std::string dir = absl::GetFlag(FLAGS_output_dir);
   if (!dir.empty()) return WriteOutputs(**session, *outputs, dir);
   for (size_t i = 0; i < outputs->size(); ++i) {

@@ -64,6 +64,9 @@ TEST_F(RunCommandTest, PrintsASummaryOfEachOutput) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // y = {2.5, 3, 6.5, 7}: min 2.5, max 7, mean 19 / 4.
   EXPECT_EQ(r.out, "y: float32[2,2] min 2.5 max 7 mean 4.75\n");
+  // Peak: the two initializers, d and y, each in the CPU backend's smallest buffer (256 bytes).
+  EXPECT_THAT(r.err, HasSubstr(model_ + ": ran on cpu in "));
+  EXPECT_THAT(r.err, HasSubstr("; peak tensor memory 1.0 kB\n"));
 }
 
 TEST_F(RunCommandTest, WritesPbAndNpyToTheOutputDir) {
