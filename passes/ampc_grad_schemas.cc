@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "passes/ampc_grad_ops.h"
+#include "passes/ampc_ops.h"
 
 namespace ampc {
 namespace {
@@ -17,16 +18,15 @@ using onnx::AttributeProto;
 using onnx::InferenceContext;
 using onnx::OpSchema;
 
-constexpr char kDomain[] = "ai.ampc";  // version 1, as passes/ampc_ops.h's kAmpcDomain
-constexpr int kVersion = 1;
-
 const std::vector<std::string> kFloatTypes = {"tensor(float16)", "tensor(bfloat16)",
                                               "tensor(float)", "tensor(double)"};
 
 OpSchema GradSchema(const char* name, int line, const char* doc) {
   OpSchema schema(name, __FILE__, line);
-  schema.SetDomain(kDomain).SinceVersion(kVersion).SetDoc(doc).TypeConstraint("T", kFloatTypes,
-                                                                              "Float types");
+  schema.SetDomain(kAmpcDomain)
+      .SinceVersion(kAmpcOpsetVersion)
+      .SetDoc(doc)
+      .TypeConstraint("T", kFloatTypes, "Float types");
   return schema;
 }
 
@@ -185,8 +185,7 @@ void RegisterConvPoolGrads() {
 void RegisterGradientOpSchemas() {
   static std::once_flag once;
   std::call_once(once, [] {
-    auto& ranges = onnx::OpSchemaRegistry::DomainToVersionRange::Instance();
-    if (ranges.Map().count(kDomain) == 0) ranges.AddDomainToVersion(kDomain, kVersion, kVersion);
+    RegisterAmpcDomain();
     RegisterActivationGrads();
     RegisterNormalizationGrads();
     RegisterConvPoolGrads();

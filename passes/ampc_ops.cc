@@ -201,13 +201,20 @@ void RegisterGradientSchemas() {
   RegisterGradientOpSchemas();
 }
 
-void RegisterAmpcSchemas() {
+void RegisterAmpcDomain() {
   static std::once_flag once;
   std::call_once(once, [] {
     auto& ranges = onnx::OpSchemaRegistry::DomainToVersionRange::Instance();
     if (ranges.Map().count(kAmpcDomain) == 0) {
       ranges.AddDomainToVersion(kAmpcDomain, kAmpcOpsetVersion, kAmpcOpsetVersion);
     }
+  });
+}
+
+void RegisterAmpcSchemas() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    RegisterAmpcDomain();
     RegisterScalerSchemas();
     RegisterOptimizerSchemas();
     RegisterGradientSchemas();

@@ -15,6 +15,9 @@ namespace ampc {
 inline constexpr char kAmpcDomain[] = "ai.ampc";
 inline constexpr int kAmpcOpsetVersion = 1;
 
+// Makes libonnx know the ai.ampc domain (version kAmpcOpsetVersion); idempotent.
+void RegisterAmpcDomain();
+
 // Registers the domain and every ai.ampc schema with libonnx. Idempotent and thread-safe; call it
 // before onnx::checker or shape inference sees an ai.ampc node.
 void RegisterAmpcSchemas();

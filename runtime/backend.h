@@ -51,4 +51,8 @@ class Backend {
 // A host copy of `tensor` (the tensor itself when it already lives in host memory).
 absl::StatusOr<Tensor> ToHost(const Tensor& tensor);
 
+// `tensor` on `backend`: the tensor itself when it is there already (host memory is the CPU
+// backend's), else a copy.
+absl::StatusOr<Tensor> OnBackend(const Tensor& tensor, Backend& backend);
+
 }  // namespace ampc

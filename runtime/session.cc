@@ -19,17 +19,6 @@ namespace {
 
 std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
 
-ValueSpec SpecOf(const onnx::ValueInfoProto& value) {
-  ValueSpec spec{value.name(), DType::kUndefined, {}};
-  if (!value.type().has_tensor_type()) return spec;
-  const auto& tensor_type = value.type().tensor_type();
-  spec.dtype = static_cast<DType>(tensor_type.elem_type());
-  for (const auto& dim : tensor_type.shape().dim()) {
-    spec.dims.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
-  }
-  return spec;
-}
-
 std::map<std::string, int> OpsetsOf(const onnx::ModelProto& m) {
   std::map<std::string, int> opsets;
   for (const onnx::OperatorSetIdProto& opset : m.opset_import()) {
@@ -168,7 +157,18 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(onnx::ModelProto model,
   return session;
 }
 
-absl::Status Session::CheckInput(const ValueSpec& spec, const Tensor& tensor) const {
+ValueSpec SpecOf(const onnx::ValueInfoProto& value) {
+  ValueSpec spec{value.name(), DType::kUndefined, {}};
+  if (!value.type().has_tensor_type()) return spec;
+  const auto& tensor_type = value.type().tensor_type();
+  spec.dtype = static_cast<DType>(tensor_type.elem_type());
+  for (const auto& dim : tensor_type.shape().dim()) {
+    spec.dims.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+  }
+  return spec;
+}
+
+absl::Status CheckInput(const ValueSpec& spec, const Tensor& tensor) {
   if (tensor.dtype() != spec.dtype) {
     return absl::InvalidArgumentError(absl::StrCat("input '", spec.name, "': expected ",
                                                    DTypeName(spec.dtype), ", got ",
@@ -210,16 +210,9 @@ absl::StatusOr<std::vector<Tensor>> Session::Run(std::span<const Tensor> inputs)
       continue;
     }
     if (absl::Status status = CheckInput(inputs_[i], tensor); !status.ok()) return status;
-    const bool on_backend =
-        tensor.backend() == &backend_ || (tensor.backend() == nullptr && backend_.name() == "cpu");
-    if (on_backend) {
-      feeds.push_back(tensor);
-      continue;
-    }
-    absl::StatusOr<Tensor> copy = backend_.NewTensor(tensor.dtype(), tensor.shape());
-    if (!copy.ok()) return copy.status();
-    if (absl::Status s = backend_.CopyFromHost(tensor.raw(), *copy); !s.ok()) return s;
-    feeds.push_back(*std::move(copy));
+    absl::StatusOr<Tensor> fed = OnBackend(tensor, backend_);
+    if (!fed.ok()) return fed.status();
+    feeds.push_back(*std::move(fed));
   }
   return executor_->Run(feeds, {});
 }

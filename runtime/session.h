@@ -24,6 +24,12 @@ struct ValueSpec {
   bool has_default = false;  // an input with an initializer of the same name
 };
 
+// The declaration of a graph input or output (dims < 0 where symbolic or unknown).
+ValueSpec SpecOf(const onnx::ValueInfoProto& value);
+
+// InvalidArgument naming the input when `tensor`'s dtype or a fixed dim contradicts `spec`.
+absl::Status CheckInput(const ValueSpec& spec, const Tensor& tensor);
+
 class Session {
  public:
   static absl::StatusOr<std::unique_ptr<Session>> Create(onnx::ModelProto model,
@@ -41,7 +47,6 @@ class Session {
 
  private:
   Session(onnx::ModelProto model, Backend& backend);
-  absl::Status CheckInput(const ValueSpec& spec, const Tensor& tensor) const;
 
   onnx::ModelProto model_;  // kernels keep references to its nodes
   Backend& backend_;

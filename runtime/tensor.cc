@@ -69,4 +69,14 @@ absl::StatusOr<Tensor> ToHost(const Tensor& tensor) {
   return host;
 }
 
+absl::StatusOr<Tensor> OnBackend(const Tensor& tensor, Backend& backend) {
+  if (tensor.backend() == &backend || (tensor.backend() == nullptr && backend.name() == "cpu")) {
+    return tensor;
+  }
+  absl::StatusOr<Tensor> copy = backend.NewTensor(tensor.dtype(), tensor.shape());
+  if (!copy.ok()) return copy.status();
+  if (absl::Status status = backend.CopyFromHost(tensor.raw(), *copy); !status.ok()) return status;
+  return copy;
+}
+
 }  // namespace ampc

@@ -16,17 +16,6 @@ namespace {
 
 constexpr char kLearningRate[] = "ampc.lr";
 
-ValueSpec SpecOf(const onnx::ValueInfoProto& value) {
-  ValueSpec spec{value.name(), DType::kUndefined, {}};
-  if (!value.type().has_tensor_type()) return spec;
-  const auto& tensor_type = value.type().tensor_type();
-  spec.dtype = static_cast<DType>(tensor_type.elem_type());
-  for (const auto& dim : tensor_type.shape().dim()) {
-    spec.dims.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
-  }
-  return spec;
-}
-
 onnx::ValueInfoProto ValueInfoOf(const std::string& name, const Tensor& tensor) {
   onnx::ValueInfoProto value;
   value.set_name(name);
@@ -65,12 +54,6 @@ absl::StatusOr<onnx::GraphProto> InferGraph(
   inferred->mutable_input()->DeleteSubrange(declared_inputs,
                                             inferred->input_size() - declared_inputs);
   return std::move(*inferred);
-}
-
-absl::StatusOr<Tensor> ToBackend(const Tensor& host, Backend& backend) {
-  AMPC_ASSIGN_OR_RETURN(Tensor tensor, backend.NewTensor(host.dtype(), host.shape()));
-  AMPC_RETURN_IF_ERROR(backend.CopyFromHost(host.raw(), tensor));
-  return tensor;
 }
 
 // The first element of a tensor as a double (loss, scale and counters are scalars).
@@ -126,7 +109,7 @@ absl::Status TrainingSession::Init(onnx::ModelProto model, const KernelRegistry&
   state_.reserve(model.graph().initializer_size() + info.initialization().output_size());
   for (const onnx::TensorProto& init : model.graph().initializer()) {
     AMPC_ASSIGN_OR_RETURN(Tensor host, TensorFromProto(init));
-    AMPC_ASSIGN_OR_RETURN(Tensor tensor, ToBackend(host, backend_));
+    AMPC_ASSIGN_OR_RETURN(Tensor tensor, OnBackend(host, backend_));
     state_index_[init.name()] = static_cast<int>(state_.size());
     state_names_.push_back(init.name());
     state_.push_back(std::move(tensor));
@@ -265,24 +248,8 @@ absl::Status TrainingSession::BuildEvaluation(const onnx::ModelProto& model,
 }
 
 absl::StatusOr<Tensor> TrainingSession::Feed(const ValueSpec& spec, const Tensor& tensor) const {
-  if (tensor.dtype() != spec.dtype) {
-    return absl::InvalidArgumentError(absl::StrCat("input '", spec.name, "': expected ",
-                                                   DTypeName(spec.dtype), ", got ",
-                                                   DTypeName(tensor.dtype())));
-  }
-  bool fits = spec.dims.size() == tensor.shape().size();
-  for (size_t i = 0; fits && i < spec.dims.size(); ++i) {
-    fits = spec.dims[i] < 0 || spec.dims[i] == tensor.shape()[i];
-  }
-  if (!fits) {
-    return absl::InvalidArgumentError(absl::StrCat("input '", spec.name, "': got shape ",
-                                                   ShapeString(tensor.shape()),
-                                                   ", which does not fit its declaration"));
-  }
-  if (tensor.backend() == &backend_ || (tensor.backend() == nullptr && backend_.name() == "cpu")) {
-    return tensor;
-  }
-  return ToBackend(tensor, backend_);
+  AMPC_RETURN_IF_ERROR(CheckInput(spec, tensor));
+  return OnBackend(tensor, backend_);
 }
 
 absl::StatusOr<StepResult> TrainingSession::Step(const NamedTensors& inputs, float lr) {
