@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "compiler/model_io.h"
 #include "models/mlp.h"
@@ -190,6 +193,43 @@ TEST_F(CliTest, UnwritableOutputIsAnIoError) {
   auto r = Ampc({path, "-o", (dir_ / "no-such-dir" / "out.onnx").string()});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_THAT(r.err, HasSubstr("no-such-dir"));
+  ExpectNothingWritten(1);
+}
+
+TEST_F(CliTest, TrainingFlagErrorsWriteNothingAndLeaveTheInputAlone) {
+  const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
+  const std::string before = testing::ReadFileOrEmpty(path);
+  struct Case {
+    std::vector<std::string> flags;
+    int exit_code;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{"--train"}, 2, "--train needs --loss=NAME"},
+      {{"--loss=loss"}, 2, "--loss needs --train"},
+      {{"--train", "--loss=loss", "--loss-scale=huge"}, 2, "--loss-scale=huge: expected dynamic"},
+      {{"--train", "--loss=nothing"}, 1, "--loss=nothing: no such value in the graph"},
+      {{"--train", "--loss=logits"}, 1, "--loss=logits: the loss must be a scalar"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {path, "-o", out_};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    auto r = Ampc(args);
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.message << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.message));
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    ExpectNothingWritten(1);
+    EXPECT_EQ(testing::ReadFileOrEmpty(path), before);
+  }
+}
+
+TEST_F(CliTest, RunThatFailsCreatesNoOutputDir) {
+  const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
+  auto r = Ampc({"run", path, "--input", "image=" + (dir_ / "missing.npy").string(), "--input",
+                 "label=" + (dir_ / "missing.npy").string(), "--output-dir",
+                 (dir_ / "outputs").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  ExpectOneLine(r, (dir_ / "missing.npy").string());
   ExpectNothingWritten(1);
 }
 

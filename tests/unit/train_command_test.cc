@@ -134,6 +134,19 @@ TEST_F(TrainCommandTest, ErrorsAreOneLineWithTheRightExitCode) {
   EXPECT_THAT(r.err, HasSubstr("--batch 64 is larger than the training set (16 samples)"));
 }
 
+TEST_F(TrainCommandTest, AFailedRunWritesNoSaveFileAndLeavesTheModelAlone) {
+  const std::string before = testing::ReadFileOrEmpty(model_);
+  auto r = Ampc({"train", model_, "--data", "imagenet", "--save", Path("out.onnx")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_FALSE(std::filesystem::exists(Path("out.onnx")));
+  std::ofstream(Path("old.onnx"), std::ios::binary) << "previous checkpoint";
+  r = Ampc(
+      {"train", model_, "--data", "synthetic:16", "--batch", "64", "--save", Path("old.onnx")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(testing::ReadFileOrEmpty(Path("old.onnx")), "previous checkpoint");
+  EXPECT_EQ(testing::ReadFileOrEmpty(model_), before);
+}
+
 TEST_F(TrainCommandTest, SoftmaxRegressionLearnsFashionMnist) {
   if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
     GTEST_SKIP() << "Fashion-MNIST is not installed";
