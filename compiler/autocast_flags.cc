@@ -10,7 +10,8 @@
 #include "compiler/exit_codes.h"
 #include "compiler/policy_file.h"
 
-ABSL_FLAG(std::string, dtype, "fp16", "The low dtype: fp16 or bf16.");
+ABSL_FLAG(std::string, dtype, "fp16",
+          "The low dtype: fp16 or bf16; fp32 runs no autocast (the FP32 baseline).");
 ABSL_FLAG(bool, low_io, false, "Float graph inputs and outputs become the low dtype too.");
 ABSL_FLAG(std::vector<std::string>, block_op, {}, "Ops (comma-separated) forced to FP32.");
 ABSL_FLAG(std::string, block_node, "", "Nodes whose name matches this RE2 regex stay FP32.");
@@ -37,8 +38,10 @@ absl::StatusOr<AutocastOptions> AutocastOptionsFromFlags() {
     options.low_dtype = onnx::TensorProto::FLOAT16;
   } else if (dtype == "bf16") {
     options.low_dtype = onnx::TensorProto::BFLOAT16;
+  } else if (dtype == "fp32") {
+    options.low_dtype = onnx::TensorProto::FLOAT;  // the pipeline has no cast passes
   } else {
-    return UsageError(absl::StrCat("--dtype=", dtype, ": expected fp16 or bf16"));
+    return UsageError(absl::StrCat("--dtype=", dtype, ": expected fp16, bf16 or fp32"));
   }
   options.policy = AutocastPolicy::Defaults(options.low_dtype);
   options.low_io = absl::GetFlag(FLAGS_low_io);
@@ -55,6 +58,14 @@ absl::StatusOr<AutocastOptions> AutocastOptionsFromFlags() {
     options.policy.Set(op, Category::kFp32, "--block-op");
   }
   return options;
+}
+
+std::vector<std::string> WithoutAutocastForFp32(std::vector<std::string> passes) {
+  if (absl::GetFlag(FLAGS_dtype) != "fp32") return passes;
+  std::erase_if(passes, [](const std::string& pass) {
+    return pass == "autocast" || pass == "insert-casts" || pass == "fold-casts";
+  });
+  return passes;
 }
 
 }  // namespace ampc

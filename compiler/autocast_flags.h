@@ -2,6 +2,9 @@
 // --clamp) as AutocastOptions.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "passes/precision_plan.h"
 
@@ -9,5 +12,9 @@ namespace ampc {
 
 // Errors are UsageError()s, except a bad --policy file (InvalidArgument, naming the file).
 absl::StatusOr<AutocastOptions> AutocastOptionsFromFlags();
+
+// `passes` without autocast, insert-casts and fold-casts when --dtype=fp32 (the model keeps its
+// precision: an FP32 baseline, or an FP32 training step with --train).
+std::vector<std::string> WithoutAutocastForFp32(std::vector<std::string> passes);
 
 }  // namespace ampc

@@ -21,8 +21,8 @@
 #include "compiler/printer.h"
 #include "compiler/report.h"
 #include "compiler/run_command.h"
-#include "compiler/train_flags.h"
 #include "compiler/train_command.h"
+#include "compiler/train_flags.h"
 #include "passes/registry.h"
 #include "runtime/device.h"
 
@@ -57,7 +57,7 @@ Usage:
 
 Flags:
   -o, --output=FILE      where to write the result (never the input file itself)
-  --dtype=fp16|bf16      the low dtype (default fp16)
+  --dtype=fp16|bf16|fp32 the low dtype (default fp16); fp32: no autocast (an FP32 baseline)
   --low-io               float graph inputs and outputs become the low dtype too
                          (default: they keep their declared types; casts sit at the boundary)
   --block-op=OP[,OP]     ops forced to FP32
@@ -73,7 +73,9 @@ Flags:
   --train --loss=NAME    compile a training model (training_info: the training step) whose loss
                          is the scalar FP32 value NAME; with --optimizer=sgd|momentum|adam|adamw
                          (default adamw), --weight-decay, --momentum, --nesterov, --freeze=REGEX,
-                         --loss-scale=dynamic|static:V|none, --clip-grad-norm=N, --lr (recorded)
+                         --loss-scale=dynamic|static:V|none, --clip-grad-norm=N,
+                         --accumulate=K (micro-batches per optimizer step), --lr (recorded);
+                         the step's forward and backward run in the --dtype the autocast chose
 
 Flags of ampc run:
   --input=NAME=FILE      a graph input from a .pb (TensorProto) or .npy file; repeat per input
@@ -98,7 +100,7 @@ std::string VersionText() {
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Pass>>> BuildPipeline() {
-  std::vector<std::string> names = DefaultPipeline();
+  std::vector<std::string> names = WithoutAutocastForFp32(DefaultPipeline());
   const std::string requested = absl::GetFlag(FLAGS_passes);
   if (!requested.empty()) {
     names = {"verify-input"};  // nothing runs on an unverified model

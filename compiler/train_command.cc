@@ -16,9 +16,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "compiler/exit_codes.h"
 #include "compiler/model_io.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "passes/training_state.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/data_readers.h"
 #include "runtime/status_macros.h"
@@ -100,6 +102,25 @@ absl::StatusOr<float> BaseLearningRate(const onnx::ModelProto& model) {
     return lr;
   }
   return static_cast<float>(flag);
+}
+
+// K of --accumulate: micro-batches per optimizer step (model metadata; 1 when absent).
+absl::StatusOr<int64_t> MicroBatchesPerStep(const onnx::ModelProto& model) {
+  for (const onnx::StringStringEntryProto& entry : model.metadata_props()) {
+    if (entry.key() != kAccumulateKey) continue;
+    int64_t k = 0;
+    if (!absl::SimpleAtoi(entry.value(), &k) || k < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("metadata ", kAccumulateKey, " = '",
+                                                     entry.value(), "' is not a positive count"));
+    }
+    return k;
+  }
+  return 1;
+}
+
+// The batches a session has run: whole windows (applied or skipped) and the open one's.
+int64_t BatchesRun(const StepResult& state, int64_t accumulate) {
+  return (state.step + state.skipped_steps) * accumulate + state.micro_step;
 }
 
 // The learning rate of the next step; constant for now. Schedules take `applied_steps`, so a
@@ -210,6 +231,33 @@ class Progress {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
+// The error that stops a run after max_consecutive_skips skipped steps, naming where inf or
+// NaN first appear in the last batch and the parameters whose gradients they reach.
+absl::Status TooManySkips(TrainingSession& session, const std::string& path, int64_t batches_run,
+                          const StepResult& state, const NamedTensors& last_batch, float lr) {
+  std::string where = "the step could not be rerun to find where";
+  absl::StatusOr<NonFiniteReport> report = session.FindNonFinite(last_batch, lr);
+  if (report.ok() && report->first_value.empty()) {
+    where = "rerun, the last batch gave finite values";
+  } else if (report.ok()) {
+    where = absl::StrCat("in the last batch inf/NaN first appears in '", report->first_value,
+                         "' (node '", report->first_node, "', ", report->first_op, ")");
+    if (!report->parameters.empty()) {
+      const size_t shown = std::min<size_t>(report->parameters.size(), 3);
+      absl::StrAppend(
+          &where, "; non-finite gradients: ",
+          absl::StrJoin(report->parameters.begin(), report->parameters.begin() + shown, ", "));
+      if (shown < report->parameters.size()) {
+        absl::StrAppend(&where, " and ", report->parameters.size() - shown, " more");
+      }
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: %d steps in a row were skipped (non-finite gradients or loss) up to batch %d; the "
+      "loss scale is %g; %s",
+      path, state.consecutive_skips, batches_run, state.scale, where));
+}
+
 absl::Status Save(const TrainingSession& session, const std::string& path) {
   if (path.empty()) return absl::OkStatus();
   AMPC_ASSIGN_OR_RETURN(onnx::ModelProto model, session.Checkpoint());
@@ -248,6 +296,7 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
   AMPC_ASSIGN_OR_RETURN(DataSplits data, LoadData(absl::GetFlag(FLAGS_data)));
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
   AMPC_ASSIGN_OR_RETURN(const float base_lr, BaseLearningRate(loaded.model));
+  AMPC_ASSIGN_OR_RETURN(const int64_t accumulate, MicroBatchesPerStep(loaded.model));
   CpuBackend backend(absl::GetFlag(FLAGS_threads));
   absl::StatusOr<std::unique_ptr<TrainingSession>> created =
       TrainingSession::Create(std::move(loaded.model), DefaultRegistry(), backend);
@@ -269,7 +318,7 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
                                    data.train.size(), " samples)"));
   }
   AMPC_ASSIGN_OR_RETURN(StepResult state, session.Counters());
-  int64_t batches_run = state.step + state.skipped_steps;
+  int64_t batches_run = BatchesRun(state, accumulate);
   std::cerr << "ampc: training " << path << " on " << data.description << "; from step "
             << batches_run << "\n";
   Progress progress(per_epoch, absl::GetFlag(FLAGS_log_every));
@@ -291,10 +340,9 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
       ++batches_run;
       progress.Record(batches_run, epoch, batch, state);
       if (state.consecutive_skips >= absl::GetFlag(FLAGS_max_consecutive_skips)) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: %d steps in a row were skipped (non-finite gradients or loss) up to step %d; "
-            "the loss scale is %g",
-            path, state.consecutive_skips, batches_run, state.scale));
+        return TooManySkips(session, path, batches_run, state,
+                            {{feeding.image_input, b.images}, {feeding.label_input, b.labels}},
+                            LearningRate(base_lr, state.step));
       }
     }
     AMPC_ASSIGN_OR_RETURN(double accuracy, TestAccuracy(session, data.test, feeding, batch));

@@ -24,6 +24,8 @@ ABSL_FLAG(std::string, freeze, "", "--train: initializers whose names fully matc
 ABSL_FLAG(std::string, loss_scale, "",
           "--train: dynamic, static:V or none (default: dynamic for fp16, none for bf16).");
 ABSL_FLAG(double, clip_grad_norm, 0.0, "--train: clip the global gradient norm to this (0: off).");
+ABSL_FLAG(int64_t, accumulate, 1,
+          "--train: micro-batches per optimizer step (gradients summed, scaled by 1/K).");
 // Shared with `ampc train` (compiler/train_command.cc): at compile time it is recorded as the
 // model's metadata ampc.lr.
 ABSL_DECLARE_FLAG(double, lr);
@@ -94,6 +96,11 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
   options.nesterov = absl::GetFlag(FLAGS_nesterov);
   options.clip_grad_norm = static_cast<float>(absl::GetFlag(FLAGS_clip_grad_norm));
   if (!(options.clip_grad_norm >= 0)) return UsageError("--clip-grad-norm must be >= 0");
+  options.accumulate = absl::GetFlag(FLAGS_accumulate);
+  if (options.accumulate < 1 || options.accumulate > (int64_t{1} << 24)) {
+    return UsageError(absl::StrCat("--accumulate=", options.accumulate,
+                                   ": expected a count of micro-batches from 1 to 16777216"));
+  }
   if (!(options.lr > 0)) return UsageError("--lr must be > 0");
   return options;
 }
@@ -101,12 +108,12 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
 std::vector<std::string> WithTrainingStep(std::vector<std::string> passes) {
   if (!absl::GetFlag(FLAGS_train)) return passes;
   if (std::find(passes.begin(), passes.end(), "training-step") != passes.end()) return passes;
-  auto at = std::find(passes.begin(), passes.end(), "infer-types");
-  if (at == passes.end()) {
+  if (std::find(passes.begin(), passes.end(), "infer-types") == passes.end()) {
     auto verify = std::find(passes.begin(), passes.end(), "verify-input");
-    at = passes.insert(verify == passes.end() ? passes.begin() : verify + 1, "infer-types");
+    passes.insert(verify == passes.end() ? passes.begin() : verify + 1, "infer-types");
   }
-  passes.insert(at + 1, "training-step");
+  // The step copies the mixed-precision forward, so it comes after the cast passes.
+  passes.insert(std::find(passes.begin(), passes.end(), "verify"), "training-step");
   return passes;
 }
 

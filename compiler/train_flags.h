@@ -14,8 +14,9 @@ namespace ampc {
 // training flags are then an error, so that a forgotten --train does not go unnoticed.
 absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags();
 
-// With --train, `passes` with training-step after infer-types (both added after verify-input
-// when infer-types is missing: the step needs the forward's types); else `passes` as they are.
+// With --train, `passes` with training-step before verify (or last), after the cast passes: the
+// step's forward is the mixed-precision graph. infer-types is added after verify-input when
+// missing (the step needs the forward's types). Without --train, `passes` as they are.
 std::vector<std::string> WithTrainingStep(std::vector<std::string> passes);
 
 }  // namespace ampc

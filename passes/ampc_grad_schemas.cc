@@ -122,17 +122,23 @@ void RegisterNormalizationGrads() {
                  "spatial axes) given the batch mean and 1/sqrt(var + epsilon).")
           .Input(0, "dy", "", "T")
           .Input(1, "x", "[N, C, ...]", "T")
-          .Input(2, "scale", "[C]", "T")
+          .Input(2, "scale", "[C]", "S")
           .Input(3, "saved_mean", "[C]", "U")
           .Input(4, "saved_inv_std", "[C]", "U")
           .Output(0, "dx", "", "T")
-          .Output(1, "dscale", "", "T", OpSchema::Optional)
-          .Output(2, "dbias", "", "T", OpSchema::Optional)
+          .Output(1, "dscale", "", "S", OpSchema::Optional)
+          .Output(2, "dbias", "", "S", OpSchema::Optional)
           .Attr("epsilon", "The forward's (already in saved_inv_std)", AttributeProto::FLOAT, 1e-5f)
           .TypeConstraint("U", kFloatTypes, "Statistics types")
+          .TypeConstraint("S", kFloatTypes,
+                          "Scale type: BatchNormalization-15 lets it differ from x's (an FP32 "
+                          "scale of an FP16 batch); dscale and dbias have it")
           .TypeAndShapeInferenceFunction([](InferenceContext& ctx) {
             Like(ctx, 1, 0);
-            for (size_t i = 1; i <= 2; ++i) DimsOf(ctx, 1, 1, 2, i);
+            for (size_t i = 1; i <= 2; ++i) {
+              DimsOf(ctx, 1, 1, 2, i);
+              if (i < ctx.getNumOutputs()) onnx::propagateElemTypeFromInputToOutput(ctx, 2, i);
+            }
           }));
 }
 

@@ -93,11 +93,11 @@ int KnownDtype(const GraphIndex& index, const std::string& value) {
 
 // State shared by every graph and phase of one run.
 struct Shared {
-  explicit Shared(const onnx::ModelProto& model)
+  Shared(const onnx::ModelProto& model, bool training_step_follows)
       : model(model),
         opsets(OpsetsOf(model)),
         initializers_allowed(model.ir_version() >= 4),
-        master_weights(TrainingReads(model)) {}
+        master_weights(MasterWeights(model, training_step_follows)) {}
 
   // Seeding the allocator costs a walk of the whole model; most runs fold no constant.
   std::string FreshName(std::string_view hint) {
@@ -514,7 +514,7 @@ absl::StatusOr<bool> RunPhase(onnx::ModelProto& model, Shared& shared) {
 }  // namespace
 
 absl::StatusOr<bool> FoldCasts::Run(ModelContext& context) {
-  Shared shared(context.model);
+  Shared shared(context.model, context.training.enabled);
   if (context.plan != nullptr) {
     for (const auto& [node, plan] : context.plan->nodes) {
       const bool pinned =

@@ -393,7 +393,7 @@ absl::StatusOr<bool> InsertCasts::Run(ModelContext& context) {
   }
   Shared shared{
       *context.plan, NameAllocator(context.model), CastOpset(OpsetsOf(context.model)), {}, {}};
-  shared.master_weights = TrainingReads(context.model);
+  shared.master_weights = MasterWeights(context.model, context.training.enabled);
   GraphRewriter(*context.model.mutable_graph(), *index, nullptr, shared).Run();
   absl::flat_hash_set<std::string> reads;
   if (!shared.converted_initializers.empty()) {

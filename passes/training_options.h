@@ -24,6 +24,7 @@ struct TrainingOptions {
   float beta2 = 0.999f;
   float epsilon = 1e-8f;
   float clip_grad_norm = 0.0f;  // 0: no clipping
+  int64_t accumulate = 1;       // micro-batches per optimizer step
 
   LossScale loss_scale = LossScale::kDefault;
   float init_scale = 65536.0f;  // the static scale with kStatic

@@ -19,6 +19,16 @@ absl::flat_hash_set<std::string> TrainingReads(const onnx::ModelProto& model) {
   return names;
 }
 
+absl::flat_hash_set<std::string> MasterWeights(const onnx::ModelProto& model,
+                                               bool training_step_follows) {
+  absl::flat_hash_set<std::string> names = TrainingReads(model);
+  if (!training_step_follows) return names;
+  for (const onnx::TensorProto& tensor : model.graph().initializer()) {
+    if (tensor.data_type() == onnx::TensorProto::FLOAT) names.insert(tensor.name());
+  }
+  return names;
+}
+
 onnx::ValueInfoProto TensorValue(const std::string& name, int elem_type,
                                  const std::vector<int64_t>& dims) {
   onnx::ValueInfoProto value;

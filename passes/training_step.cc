@@ -120,19 +120,80 @@ void EmitOptimizer(StepWriter& w, const TrainingOptions& o, const std::string& p
          kAmpcDomain);
 }
 
-// The step's counters (docs/training-design.md, "The step", 7).
-void EmitCounters(StepWriter& w, const std::string& skip, const std::string& loss_bad) {
-  const std::string skip_count =
-      w.Op("Cast", {skip}, "ampc.skip_count", {MakeAttribute("to", int64_t{kInt64})});
-  const std::string one = w.Int(1);
-  const std::string applied_count = w.Op("Sub", {one, skip_count}, "ampc.applied_count");
-  w.Node("Add", {kStep, applied_count}, {NextName(kStep)});
-  w.Node("Add", {kSkippedSteps, skip_count}, {NextName(kSkippedSteps)});
-  const std::string more = w.Op("Add", {kConsecutiveSkips, one}, "ampc.consecutive_plus_one");
-  w.Node("Where", {skip, more, w.Int(0)}, {NextName(kConsecutiveSkips)});
-  const std::string bad_count =
-      w.Op("Cast", {loss_bad}, "ampc.loss_bad_count", {MakeAttribute("to", int64_t{kInt64})});
-  w.Node("Add", {kNonfiniteLossSteps, bad_count}, {NextName(kNonfiniteLossSteps)});
+// The names the check, the scale update and the unscale read in one step: with --accumulate
+// K > 1 the window's sums, its loss flag and whether this micro-batch ends it.
+struct Window {
+  std::string end;  // empty when every step ends a window (K = 1)
+  std::string loss_bad;
+  std::vector<std::string> grads;
+};
+
+std::string AccumulatorName(const std::string& p) { return p + ".ampc.acc"; }
+
+// Adds each gradient into its accumulator and counts the micro-batch; the accumulators, the
+// count and the loss flag start again after the window's last micro-batch.
+Window EmitAccumulation(StepWriter& w, int64_t accumulate, const std::vector<std::string>& params,
+                        const std::vector<std::string>& grads, const std::string& loss_bad) {
+  if (accumulate == 1) return {"", loss_bad, grads};
+  Window window;
+  const std::string micro = w.Op("Add", {kMicroStep, w.Int(1)}, "ampc.micro_step_plus_one");
+  window.end = w.Op("Equal", {micro, w.Int(accumulate)}, "ampc.window_end");
+  window.loss_bad = w.Op("Or", {kWindowLossBad, loss_bad}, "ampc.window_loss_bad_now");
+  const std::string zero = w.Float(0.0f);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string acc = AccumulatorName(params[i]);
+    window.grads.push_back(w.Op("Add", {acc, grads[i]}, acc + ".sum"));
+    w.Node("Where", {window.end, zero, window.grads.back()}, {NextName(acc)});
+  }
+  w.Node("Where", {window.end, w.Int(0), micro}, {NextName(kMicroStep)});
+  const std::string open = w.Op("Not", {window.end}, "ampc.window_open");
+  w.Node("And", {open, window.loss_bad}, {NextName(kWindowLossBad)});
+  return window;
+}
+
+// 4. The scale update (loss-scaling.md), taking effect at a window's end only.
+void EmitScaleUpdate(StepWriter& w, NameAllocator& names, const TrainingOptions& options,
+                     const Scaling& scaling, const Window& window, const std::string& found) {
+  const std::vector<std::string> state = {kScale, kGrowthTracker, kHysteresisLeft};
+  std::vector<std::string> updated;
+  for (const std::string& item : state) {
+    updated.push_back(window.end.empty() ? NextName(item) : names.Fresh(item + ".updated"));
+  }
+  w.Node(
+      "UpdateScale", {kScale, kGrowthTracker, kHysteresisLeft, found, window.loss_bad}, updated,
+      {MakeAttribute("growth_factor", options.growth_factor),
+       MakeAttribute("backoff_factor", options.backoff_factor),
+       MakeAttribute("growth_interval", options.growth_interval),
+       MakeAttribute("hysteresis", options.hysteresis),
+       MakeAttribute("min_scale", options.min_scale), MakeAttribute("max_scale", options.max_scale),
+       MakeAttribute("dynamic", int64_t{scaling.dynamic})},
+      kAmpcDomain);
+  if (window.end.empty()) return;
+  for (size_t i = 0; i < state.size(); ++i) {
+    w.Node("Where", {window.end, updated[i], state[i]}, {NextName(state[i])});
+  }
+}
+
+// 7. The counters: a window that ends with a non-finite gradient or loss is one skipped step.
+void EmitCounters(StepWriter& w, const Window& window, const std::string& failed) {
+  auto at_end = [&](const std::string& flag, const std::string& hint) {
+    return window.end.empty() ? flag : w.Op("And", {window.end, flag}, hint);
+  };
+  auto count = [&](const std::string& flag, const std::string& hint) {
+    return w.Op("Cast", {flag}, hint, {MakeAttribute("to", int64_t{kInt64})});
+  };
+  const std::string skipped = at_end(failed, "ampc.skipped_now");
+  const std::string loss_bad = at_end(window.loss_bad, "ampc.loss_bad_now");
+  w.Node("Add", {kStep, count(kApplied, "ampc.applied_count")}, {NextName(kStep)});
+  w.Node("Add", {kSkippedSteps, count(skipped, "ampc.skip_count")}, {NextName(kSkippedSteps)});
+  const std::string more = w.Op("Add", {kConsecutiveSkips, w.Int(1)}, "ampc.consecutive_plus_one");
+  const std::string kept =
+      window.end.empty()
+          ? w.Int(0)
+          : w.Op("Where", {window.end, w.Int(0), kConsecutiveSkips}, "ampc.consecutive_kept");
+  w.Node("Where", {skipped, more, kept}, {NextName(kConsecutiveSkips)});
+  w.Node("Add", {kNonfiniteLossSteps, count(loss_bad, "ampc.loss_bad_count")},
+         {NextName(kNonfiniteLossSteps)});
 }
 
 // Initializers of the forward that the step's forward copy updates: the running statistics of a
@@ -227,12 +288,17 @@ absl::Status AssembleTrainingStep(onnx::ModelProto& model, const TrainingOptions
     }
     for (const std::string& moment : MomentNames(options, p))
       state.push_back({moment, kFloat, dims});
+    if (options.accumulate > 1) state.push_back({AccumulatorName(p), kFloat, dims});
   }
   state.push_back({kScale, kFloat, {}, scaling.init_scale});
   state.push_back({kGrowthTracker, kInt64, {}, 0});
   state.push_back({kHysteresisLeft, kInt64, {}, static_cast<double>(options.hysteresis)});
   for (const char* counter : {kStep, kSkippedSteps, kConsecutiveSkips, kNonfiniteLossSteps}) {
     state.push_back({counter, kInt64, {}, 0});
+  }
+  if (options.accumulate > 1) {
+    state.push_back({kMicroStep, kInt64, {}, 0});
+    state.push_back({kWindowLossBad, kBool, {}, 0});
   }
   NameAllocator names(model);
   for (const StateItem& item : state) {
@@ -257,42 +323,44 @@ absl::Status AssembleTrainingStep(onnx::ModelProto& model, const TrainingOptions
   *step.add_input() = TensorValue(kLearningRate, kFloat, {});
   *step.mutable_node() = graph.node();
 
-  // 1. loss check; 2. backward seeded with d(loss * scale)/d(loss) = scale.
+  // 1. loss check; 2. backward seeded with d(loss * scale / K)/d(loss) = scale / K: the window's
+  // sum of gradients is the gradient of its mean loss.
   StepWriter w(step, names);
   const std::string nan = w.Op("IsNaN", {options.loss}, "ampc.loss_nan");
   const std::string inf = w.Op("IsInf", {options.loss}, "ampc.loss_inf");
   const std::string loss_bad = w.Op("Or", {nan, inf}, "ampc.loss_bad");
+  const std::string seed =
+      options.accumulate == 1
+          ? std::string(kScale)
+          : w.Op("Div", {kScale, w.Float(static_cast<float>(options.accumulate))}, "ampc.seed");
   absl::StatusOr<std::vector<std::string>> grads =
-      AppendGradients(step, **index, {options.loss, kScale, *params}, names);
+      AppendGradients(step, **index, {options.loss, seed, *params}, names);
   if (!grads.ok()) return grads.status();
 
   const std::vector<std::string> forward_state = ForwardStateUpdates(step, **index, names, w);
+  const Window window = EmitAccumulation(w, options.accumulate, *params, *grads, loss_bad);
 
   // 3.-5. finite check, scale update, unscale and clip.
   const std::string found = names.Fresh("ampc.found");
-  w.Node("CheckFinite", *grads, {found}, {}, kAmpcDomain);
-  w.Node(
-      "UpdateScale", {kScale, kGrowthTracker, kHysteresisLeft, found, loss_bad},
-      {NextName(kScale), NextName(kGrowthTracker), NextName(kHysteresisLeft)},
-      {MakeAttribute("growth_factor", options.growth_factor),
-       MakeAttribute("backoff_factor", options.backoff_factor),
-       MakeAttribute("growth_interval", options.growth_interval),
-       MakeAttribute("hysteresis", options.hysteresis),
-       MakeAttribute("min_scale", options.min_scale), MakeAttribute("max_scale", options.max_scale),
-       MakeAttribute("dynamic", int64_t{scaling.dynamic})},
-      kAmpcDomain);
+  w.Node("CheckFinite", window.grads, {found}, {}, kAmpcDomain);
+  EmitScaleUpdate(w, names, options, scaling, window, found);
   std::vector<std::string> unscaled;
   for (const std::string& p : *params) unscaled.push_back(names.Fresh(p + ".ampc.grad"));
   const std::string norm = names.Fresh("ampc.norm");
   std::vector<std::string> clip_inputs = {kScale};
-  clip_inputs.insert(clip_inputs.end(), grads->begin(), grads->end());
+  clip_inputs.insert(clip_inputs.end(), window.grads.begin(), window.grads.end());
   std::vector<std::string> clip_outputs = unscaled;
   clip_outputs.push_back(norm);
   w.Node("UnscaleClip", clip_inputs, clip_outputs,
          {MakeAttribute("max_norm", options.clip_grad_norm)}, kAmpcDomain);
 
-  // 6. skip, the optimizer nodes; 7. counters.
-  const std::string skip = w.Op("Or", {found, loss_bad}, "ampc.skip");
+  // 6. skip (also inside an accumulation window), the optimizer nodes; 7. counters.
+  const std::string failed =
+      w.Op("Or", {found, window.loss_bad}, window.end.empty() ? "ampc.skip" : "ampc.failed");
+  const std::string skip =
+      window.end.empty()
+          ? failed
+          : w.Op("Or", {w.Op("Not", {window.end}, "ampc.mid_window"), failed}, "ampc.skip");
   w.Node("Not", {skip}, {kApplied});
   w.Node("Where", {skip, w.Float(0.0f), norm}, {kGradNorm});
   const std::string first = w.Op("Equal", {kStep, w.Int(0)}, "ampc.first");
@@ -300,7 +368,7 @@ absl::Status AssembleTrainingStep(onnx::ModelProto& model, const TrainingOptions
   for (size_t i = 0; i < params->size(); ++i) {
     EmitOptimizer(w, options, (*params)[i], unscaled[i], skip, first, step_after);
   }
-  EmitCounters(w, skip, loss_bad);
+  EmitCounters(w, window, failed);
 
   // Outputs and update_binding: parameters, then the state items in initialization order.
   *step.add_output() = TensorValue(options.loss, kFloat, {});
@@ -335,6 +403,11 @@ absl::Status AssembleTrainingStep(onnx::ModelProto& model, const TrainingOptions
   onnx::StringStringEntryProto& lr = *model.add_metadata_props();
   lr.set_key(kLearningRate);
   lr.set_value(absl::StrCat(options.lr));
+  if (options.accumulate > 1) {
+    onnx::StringStringEntryProto& accumulate = *model.add_metadata_props();
+    accumulate.set_key(kAccumulateKey);
+    accumulate.set_value(absl::StrCat(options.accumulate));
+  }
   return AddFunctions(model, step, warnings);
 }
 

@@ -105,6 +105,8 @@ absl::Status TrainingSession::Init(onnx::ModelProto model, const KernelRegistry&
     env.opsets[opset.domain() == "ai.onnx" ? "" : opset.domain()] =
         static_cast<int>(opset.version());
   }
+  registry_ = &registry;
+  opsets_ = env.opsets;
   // The state vector never grows after this, so executors may keep pointers into it.
   state_.reserve(model.graph().initializer_size() + info.initialization().output_size());
   for (const onnx::TensorProto& init : model.graph().initializer()) {
@@ -252,7 +254,8 @@ absl::StatusOr<Tensor> TrainingSession::Feed(const ValueSpec& spec, const Tensor
   return OnBackend(tensor, backend_);
 }
 
-absl::StatusOr<StepResult> TrainingSession::Step(const NamedTensors& inputs, float lr) {
+absl::StatusOr<std::vector<Tensor>> TrainingSession::AlgorithmFeeds(const NamedTensors& inputs,
+                                                                    float lr) const {
   std::vector<Tensor> feeds;
   for (const ValueSpec& spec : algorithm_inputs_) {
     if (spec.name == kLearningRate) {
@@ -270,6 +273,11 @@ absl::StatusOr<StepResult> TrainingSession::Step(const NamedTensors& inputs, flo
     AMPC_ASSIGN_OR_RETURN(Tensor fed, Feed(spec, it->second));
     feeds.push_back(std::move(fed));
   }
+  return feeds;
+}
+
+absl::StatusOr<StepResult> TrainingSession::Step(const NamedTensors& inputs, float lr) {
+  AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> feeds, AlgorithmFeeds(inputs, lr));
   AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, algorithm_->Run(feeds, algorithm_outer_));
   for (const auto& [state, output] : bindings_) {
     const Tensor& next = outputs[output];
@@ -296,6 +304,7 @@ absl::StatusOr<StepResult> TrainingSession::Step(const NamedTensors& inputs, flo
   result.step = counters.step;
   result.skipped_steps = counters.skipped_steps;
   result.consecutive_skips = counters.consecutive_skips;
+  result.micro_step = counters.micro_step;
   return result;
 }
 
@@ -310,6 +319,8 @@ absl::StatusOr<StepResult> TrainingSession::Counters() const {
   AMPC_ASSIGN_OR_RETURN(double step, read("ampc.step", 0));
   AMPC_ASSIGN_OR_RETURN(double skipped, read("ampc.skipped_steps", 0));
   AMPC_ASSIGN_OR_RETURN(double consecutive, read("ampc.consecutive_skips", 0));
+  AMPC_ASSIGN_OR_RETURN(double micro_step, read("ampc.micro_step", 0));
+  result.micro_step = static_cast<int64_t>(micro_step);
   result.scale = static_cast<float>(scale);
   result.step = static_cast<int64_t>(step);
   result.skipped_steps = static_cast<int64_t>(skipped);

@@ -37,6 +37,15 @@ struct StepResult {
   int64_t step = 0;     // `ampc.step` after the step: optimizer steps applied
   int64_t skipped_steps = 0;
   int64_t consecutive_skips = 0;
+  int64_t micro_step = 0;  // `ampc.micro_step` (--accumulate): micro-batches into the window
+};
+
+// Where inf or NaN appear in one training step (TrainingSession::FindNonFinite).
+struct NonFiniteReport {
+  // The first value in the algorithm's node order that holds inf or NaN, and its producer;
+  // empty when every value is finite.
+  std::string first_value, first_node, first_op;
+  std::vector<std::string> parameters;  // parameters whose gradient is non-finite, in order
 };
 
 class TrainingSession {
@@ -59,6 +68,10 @@ class TrainingSession {
   // One training step with learning rate `lr`. `inputs` must hold every data input; on error
   // the state is unchanged.
   absl::StatusOr<StepResult> Step(const NamedTensors& inputs, float lr);
+
+  // Runs one step on `inputs` without changing the state, keeping every floating-point value,
+  // and says where inf or NaN first appear (for the error after too many skipped steps).
+  absl::StatusOr<NonFiniteReport> FindNonFinite(const NamedTensors& inputs, float lr);
 
   // The inference graph's outputs (in eval_outputs() order) with the current parameters.
   // `inputs` must hold every eval input; other names are ignored (so a batch of image and
@@ -85,8 +98,12 @@ class TrainingSession {
   absl::StatusOr<std::vector<Tensor*>> OuterValues(const GraphExecutor& executor,
                                                    const std::string& graph_name);
   absl::StatusOr<Tensor> Feed(const ValueSpec& spec, const Tensor& tensor) const;
+  // The algorithm's inputs in order: `inputs` and the learning rate.
+  absl::StatusOr<std::vector<Tensor>> AlgorithmFeeds(const NamedTensors& inputs, float lr) const;
 
   Backend& backend_;
+  const KernelRegistry* registry_ = nullptr;
+  std::map<std::string, int> opsets_;
   // The state, in file order: graph initializers, then initialization outputs.
   std::vector<std::string> state_names_;
   std::vector<Tensor> state_;

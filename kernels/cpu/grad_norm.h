@@ -130,8 +130,8 @@ absl::Status BatchNormGradTyped(KernelContext& context) {
   const Tensor& x = context.in(1);
   const int64_t batch = x.dim(0), channels = x.dim(1);
   const int64_t inner = batch * channels == 0 ? 0 : x.size() / (batch * channels);
-  const std::vector<C> scale = Load<T>(context.in(2));
-  std::vector<C> mean, inv;
+  std::vector<C> scale, mean, inv;
+  AMPC_RETURN_IF_ERROR(LoadStatistic(context, 2, "scale", channels, scale));
   AMPC_RETURN_IF_ERROR(LoadStatistic(context, 3, "saved_mean", channels, mean));
   AMPC_RETURN_IF_ERROR(LoadStatistic(context, 4, "saved_inv_std", channels, inv));
   const T* pdy = context.in(0).data<T>();
@@ -168,13 +168,17 @@ absl::Status BatchNormGradTyped(KernelContext& context) {
       }
     }
   });
-  if (Wants(context, 1)) AMPC_RETURN_IF_ERROR(Store<T>(context, 1, {channels}, dscale));
-  if (Wants(context, 2)) AMPC_RETURN_IF_ERROR(Store<T>(context, 2, {channels}, dbias));
-  return absl::OkStatus();
+  // dscale and dbias take the scale's type, which may be wider than x's (an FP32 scale).
+  absl::Status status;
+  Dispatch<AMPC_FLOAT_TYPES>(context.in(2).dtype(), [&]<typename S>() {
+    if (status.ok() && Wants(context, 1)) status = Store<S>(context, 1, {channels}, dscale);
+    if (status.ok() && Wants(context, 2)) status = Store<S>(context, 2, {channels}, dbias);
+  });
+  return status;
 }
 
 inline absl::Status BatchNormalizationGrad(KernelContext& context) {
-  AMPC_RETURN_IF_ERROR(CheckSameType(context, {1, 2}, {"x", "scale"}));
+  AMPC_RETURN_IF_ERROR(CheckSameType(context, {0, 1}, {"dy", "x"}));
   const Tensor& x = context.in(1);
   if (x.rank() < 2) {
     return NodeError(context, absl::StrCat("x must be N x C x ... (rank 2 or more), got shape ",

@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "models/mlp.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/training_models.h"
 
@@ -145,6 +146,26 @@ TEST_F(TrainCommandTest, AFailedRunWritesNoSaveFileAndLeavesTheModelAlone) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(testing::ReadFileOrEmpty(Path("old.onnx")), "previous checkpoint");
   EXPECT_EQ(testing::ReadFileOrEmpty(model_), before);
+}
+
+// A static scale of 1e30 overflows every FP16 backward: after --max-consecutive-skips steps the
+// run stops with one line naming the first inf/NaN and the parameters it reaches.
+TEST_F(TrainCommandTest, TooManySkippedStepsNameTheFirstNonFiniteGradient) {
+  models::MlpOptions small;
+  small.layers = {784, 16, 10};
+  std::ofstream(Path("mlp.onnx"), std::ios::binary) << models::BuildMlp(small).SerializeAsString();
+  auto r = Ampc({Path("mlp.onnx"), "-o", Path("mlp.train.onnx"), "--train", "--loss", "loss",
+                 "--loss-scale", "static:1e30"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = Ampc({"train", Path("mlp.train.onnx"), "--data", "synthetic:64", "--batch", "16",
+            "--max-consecutive-skips", "3", "--save", Path("out.onnx")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("mlp.train.onnx: 3 steps in a row were skipped"));
+  EXPECT_THAT(r.err,
+              HasSubstr("loss scale is 1e+30; in the last batch inf/NaN first appears in '"));
+  EXPECT_THAT(r.err, HasSubstr("/grad/"));
+  EXPECT_THAT(r.err, HasSubstr("non-finite gradients: "));
+  EXPECT_FALSE(fs::exists(Path("out.onnx")));
 }
 
 TEST_F(TrainCommandTest, SoftmaxRegressionLearnsFashionMnist) {

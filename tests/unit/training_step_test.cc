@@ -15,6 +15,7 @@
 #include "models/mlp.h"
 #include "models/transformer.h"
 #include "passes/ampc_ops.h"
+#include "passes/autocast_policy.h"
 #include "passes/registry.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/training_session.h"
@@ -28,10 +29,13 @@ using testing::Floats;
 using testing::Int64s;
 using testing::Values;
 
-// Runs `passes` with --train options `training` (FP16 autocast where the passes include it).
+// Runs `passes` with --train options `training` (autocast to `low_dtype` where the passes
+// include it).
 absl::Status Compile(onnx::ModelProto& model, const std::vector<std::string>& passes,
-                     TrainingOptions training) {
+                     TrainingOptions training, int low_dtype = onnx::TensorProto::FLOAT16) {
   ModelContext context(model, "model");
+  context.autocast.low_dtype = low_dtype;
+  context.autocast.policy = AutocastPolicy::Defaults(low_dtype);
   training.enabled = true;
   context.training = std::move(training);
   for (const std::string& name : passes) {
@@ -43,8 +47,11 @@ absl::Status Compile(onnx::ModelProto& model, const std::vector<std::string>& pa
   return absl::OkStatus();
 }
 
-const std::vector<std::string> kFullPipeline = {"verify-input", "infer-types",  "training-step",
-                                                "autocast",     "insert-casts", "fold-casts",
+// The order --train gives (compiler/train_flags.cc, WithTrainingStep).
+const std::vector<std::string> kFullPipeline = {"verify-input", "infer-types", "autocast",
+                                                "insert-casts", "fold-casts",  "training-step",
+                                                "verify"};
+const std::vector<std::string> kFp32Pipeline = {"verify-input", "infer-types", "training-step",
                                                 "verify"};
 
 // The training step as a model of its own: `graph`'s initializers, the state as inputs.
@@ -241,6 +248,200 @@ TEST(TrainingStep, CompiledCnnLearnsAFixedBatchAndUpdatesRunningStatistics) {
   bool moved = false;
   for (float v : Values<float>(*running)) moved = moved || v != 0.0f;
   EXPECT_TRUE(moved) << "the running mean never left its initial zeros";
+}
+
+// The element type ONNX's shape inference gives `name` in the training step (0 when unknown).
+int StepType(const onnx::ModelProto& model, const std::string& name) {
+  RegisterAmpcSchemas();
+  onnx::ModelProto step = StepModel(model);
+  onnx::shape_inference::InferShapes(step, onnx::OpSchemaRegistry::Instance());
+  for (const onnx::ValueInfoProto& value : step.graph().value_info()) {
+    if (value.name() == name) return value.type().tensor_type().elem_type();
+  }
+  return 0;
+}
+
+TEST(TrainingStep, LowPrecisionStepRunsForwardAndBackwardInTheForwardsDtype) {
+  for (int low : {onnx::TensorProto::FLOAT16, onnx::TensorProto::BFLOAT16}) {
+    onnx::ModelProto model = models::BuildMlp({});
+    TrainingOptions options;
+    options.loss = "loss";
+    ASSERT_TRUE(Compile(model, kFullPipeline, options, low).ok());
+    int low_matmuls = 0, low_matmul_grads = 0;
+    for (const onnx::NodeProto& node : model.training_info(0).algorithm().node()) {
+      if (node.op_type() != "MatMul" && node.op_type() != "Gemm") continue;
+      const bool backward = node.name().find("/grad/") != std::string::npos ||
+                            node.output(0).find("/grad/") != std::string::npos;
+      if (StepType(model, node.output(0)) == low) ++(backward ? low_matmul_grads : low_matmuls);
+    }
+    EXPECT_EQ(low_matmuls, 3) << "dtype " << low;
+    EXPECT_GE(low_matmul_grads, 5) << "dtype " << low;  // dx and dw of 3 layers, less the input's
+    // The master weights stay FP32 and the step still reads them by name.
+    for (const onnx::TensorProto& t : model.graph().initializer()) {
+      EXPECT_EQ(t.data_type(), onnx::TensorProto::FLOAT) << t.name();
+    }
+  }
+}
+
+// A static scale of 1e9 makes the logits' gradient about 1e8: finite in FP32, +inf in FP16. The
+// FP16 step must see the overflow (and skip), the FP32 step must not.
+TEST(TrainingStep, Fp16BackwardOverflowsWhereTheFp32BackwardDoesNot) {
+  for (bool fp16 : {false, true}) {
+    onnx::ModelProto model = testing::ParseModelText(kLinearClassifier);
+    TrainingOptions options;
+    options.loss = "loss";
+    options.optimizer = TrainingOptions::Optimizer::kSgd;
+    options.loss_scale = TrainingOptions::LossScale::kStatic;
+    options.init_scale = 1e9f;
+    ASSERT_TRUE(Compile(model, fp16 ? kFullPipeline : kFp32Pipeline, options).ok());
+    CpuBackend backend(1);
+    auto session = TrainingSession::Create(model, DefaultRegistry(), backend);
+    ASSERT_TRUE(session.ok()) << session.status();
+    const std::vector<float> x = {1, 2, -1, 0.5, -1.5, 2, -2, 1, 0, 0.25, 0.5, -0.75};
+    NamedTensors inputs = {{"x", Floats({4, 3}, x)}, {"label", Int64s({4}, {0, 1, 1, 0})}};
+    absl::StatusOr<StepResult> result = (*session)->Step(inputs, 0.5f);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->applied, !fp16) << (fp16 ? "fp16" : "fp32");
+    EXPECT_EQ(result->skipped_steps, fp16 ? 1 : 0);
+    EXPECT_TRUE(std::isfinite(result->loss));
+  }
+}
+
+constexpr char kLinearClassifierAnyBatch[] = R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N, 3] x, int64[N] label) => (float loss)
+<float[2, 3] w = {0.5, -0.25, 0.125, -0.5, 0.75, 0.25}, float[2] b = {0.1, -0.2}>
+{
+  logits = Gemm <transB = 1> (x, w, b)
+  loss = SoftmaxCrossEntropyLoss <reduction = "mean"> (logits, label)
+}
+)";
+
+const std::vector<float> kX = {1, 2, -1, 0.5, -1.5, 2, -2, 1, 0, 0.25, 0.5, -0.75};
+const std::vector<int64_t> kLabel = {0, 1, 1, 0};
+
+// Micro-batch `i` of two: rows 2i and 2i + 1 of kX, times `factor`.
+NamedTensors Half(int i, float factor = 1) {
+  std::vector<float> x(kX.begin() + 6 * i, kX.begin() + 6 * i + 6);
+  for (float& v : x) v *= factor;
+  return {{"x", Floats({2, 3}, x)}, {"label", Int64s({2}, {kLabel[2 * i], kLabel[2 * i + 1]})}};
+}
+
+std::unique_ptr<TrainingSession> LinearClassifierSession(const std::vector<std::string>& passes,
+                                                         TrainingOptions options,
+                                                         CpuBackend& backend) {
+  onnx::ModelProto model = testing::ParseModelText(kLinearClassifierAnyBatch);
+  options.loss = "loss";
+  absl::Status compiled = Compile(model, passes, options);
+  EXPECT_TRUE(compiled.ok()) << compiled;
+  auto session = TrainingSession::Create(model, DefaultRegistry(), backend);
+  EXPECT_TRUE(session.ok()) << session.status();
+  return session.ok() ? *std::move(session) : nullptr;
+}
+
+TEST(TrainingStep, TwoAccumulatedHalfBatchesEqualOneStepOnTheWholeBatch) {
+  TrainingOptions options;
+  options.optimizer = TrainingOptions::Optimizer::kMomentum;
+  CpuBackend backend(1);
+  auto whole = LinearClassifierSession(kFp32Pipeline, options, backend);
+  options.accumulate = 2;
+  auto halves = LinearClassifierSession(kFp32Pipeline, options, backend);
+  ASSERT_TRUE(whole && halves);
+  for (int step = 0; step < 3; ++step) {
+    auto a = whole->Step({{"x", Floats({4, 3}, kX)}, {"label", Int64s({4}, kLabel)}}, 0.5f);
+    auto first = halves->Step(Half(0), 0.5f);
+    ASSERT_TRUE(a.ok() && first.ok());
+    EXPECT_FALSE(first->applied);  // inside the window: no update, and not a skipped step
+    EXPECT_EQ(first->step, step);
+    EXPECT_EQ(first->skipped_steps, 0);
+    EXPECT_EQ(first->micro_step, 1);
+    auto second = halves->Step(Half(1), 0.5f);
+    ASSERT_TRUE(second.ok());
+    EXPECT_TRUE(second->applied);
+    EXPECT_EQ(second->step, step + 1);
+    EXPECT_EQ(second->micro_step, 0);
+    EXPECT_NEAR(second->grad_norm, a->grad_norm, 1e-6);
+    for (const char* p : {"w", "b", "w.ampc.momentum"}) {
+      std::vector<float> x = Values<float>(*whole->State(p)), y = Values<float>(*halves->State(p));
+      for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-6) << p << "[" << i << "]";
+    }
+  }
+}
+
+// Inputs times 40 make the FP16 weight gradient of the first micro-batch overflow (|dlogits| up to
+// 1/2, times the seed 65536 / 2, times x up to 80) while its loss stays finite: the window must
+// skip as a whole, back the scale off once, and leave every parameter bit-identical.
+TEST(TrainingStep, AnOverflowInTheFirstMicroBatchSkipsTheWindow) {
+  TrainingOptions options;
+  options.accumulate = 2;
+  CpuBackend backend(1);
+  for (bool overflow : {false, true}) {
+    auto session = LinearClassifierSession(kFullPipeline, options, backend);
+    ASSERT_TRUE(session);
+    const std::vector<float> w0 = Values<float>(*session->State("w"));
+    auto first = session->Step(Half(0, overflow ? 40.0f : 1.0f), 0.01f);
+    auto second = session->Step(Half(1), 0.01f);
+    ASSERT_TRUE(first.ok() && second.ok());
+    EXPECT_TRUE(std::isfinite(first->loss));
+    EXPECT_EQ(first->scale, 65536.0f);  // frozen inside the window
+    EXPECT_EQ(second->applied, !overflow);
+    EXPECT_EQ(second->skipped_steps, overflow ? 1 : 0);
+    EXPECT_EQ(second->scale, overflow ? 32768.0f : 65536.0f);
+    const std::vector<float> w1 = Values<float>(*session->State("w"));
+    EXPECT_EQ(w0 == w1, overflow);
+    EXPECT_EQ(Values<int64_t>(*session->State("ampc.micro_step"))[0], 0);
+  }
+}
+
+// Clipping acts on the unscaled gradients: the FP16 step (scale 65536) and the FP32 step report
+// the same norm, and both move the parameters by exactly lr * max_norm.
+TEST(TrainingStep, ClippingSeesUnscaledGradients) {
+  TrainingOptions options;
+  options.optimizer = TrainingOptions::Optimizer::kSgd;
+  options.clip_grad_norm = 0.05f;
+  options.loss_scale = TrainingOptions::LossScale::kDynamic;
+  options.init_scale = 1024.0f;  // scaled, with room: 65536 could overflow the FP16 dw
+  CpuBackend backend(1);
+  float norms[2];
+  for (int fp16 = 0; fp16 < 2; ++fp16) {
+    auto session = LinearClassifierSession(fp16 ? kFullPipeline : kFp32Pipeline, options, backend);
+    ASSERT_TRUE(session);
+    std::vector<float> before = Values<float>(*session->State("w"));
+    for (float v : Values<float>(*session->State("b"))) before.push_back(v);
+    auto r = session->Step({{"x", Floats({4, 3}, kX)}, {"label", Int64s({4}, kLabel)}}, 0.5f);
+    ASSERT_TRUE(r.ok() && r->applied);
+    norms[fp16] = r->grad_norm;
+    std::vector<float> after = Values<float>(*session->State("w"));
+    for (float v : Values<float>(*session->State("b"))) after.push_back(v);
+    double moved = 0;
+    for (size_t i = 0; i < after.size(); ++i) moved += std::pow(after[i] - before[i], 2.0);
+    EXPECT_NEAR(std::sqrt(moved), 0.5 * 0.05, 1e-5) << (fp16 ? "fp16" : "fp32");
+  }
+  EXPECT_GT(norms[0], 0.05f);  // the clip is active
+  EXPECT_NEAR(norms[1], norms[0], 5e-3 * norms[0]);
+}
+
+TEST(TrainingStep, FindNonFiniteNamesTheFirstOverflowAndTheParameters) {
+  TrainingOptions options;
+  options.loss_scale = TrainingOptions::LossScale::kStatic;
+  options.init_scale = 1e9f;
+  CpuBackend backend(1);
+  auto session = LinearClassifierSession(kFullPipeline, options, backend);
+  ASSERT_TRUE(session);
+  NamedTensors batch = {{"x", Floats({4, 3}, kX)}, {"label", Int64s({4}, kLabel)}};
+  absl::StatusOr<NonFiniteReport> report = session->FindNonFinite(batch, 0.5f);
+  ASSERT_TRUE(report.ok()) << report.status();
+  // The logits' FP32 gradient (about 1e8) is finite; its Cast to FP16 is the first inf.
+  EXPECT_EQ(report->first_op, "Cast");
+  EXPECT_THAT(report->first_value, ::testing::HasSubstr("/grad/"));
+  EXPECT_THAT(report->parameters, ::testing::UnorderedElementsAre("w", "b"));
+  EXPECT_EQ(Values<int64_t>(*session->State("ampc.step"))[0], 0);  // the state is untouched
+  options.init_scale = 1.0f;
+  auto fine = LinearClassifierSession(kFullPipeline, options, backend);
+  report = fine->FindNonFinite(batch, 0.5f);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->first_value, "");
+  EXPECT_TRUE(report->parameters.empty());
 }
 
 }  // namespace
