@@ -15,7 +15,9 @@ namespace ampc {
 absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags();
 
 // With --train, `passes` with training-step after infer-types (both added after verify-input
-// when infer-types is missing: the step needs the forward's types); else `passes` as they are.
+// when infer-types is missing: the step needs the forward's types), and with --loss-op the
+// loss-op pass just before it (or training-step after a listed loss-op); a list that names
+// training-step is kept as it is, as are `passes` without --train.
 std::vector<std::string> WithTrainingStep(std::vector<std::string> passes);
 
 }  // namespace ampc
