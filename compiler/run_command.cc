@@ -40,16 +40,7 @@ absl::StatusOr<Tensor> ReadInputFile(const std::string& path) {
   if (!absl::EndsWith(path, ".pb")) {
     return UsageError(absl::StrCat("--input file ", path, ": expected a .pb or .npy file"));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  onnx::TensorProto proto;
-  if (!proto.ParseFromIstream(&in)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a TensorProto"));
-  }
-  absl::StatusOr<Tensor> tensor = TensorFromProto(proto);
-  if (!tensor.ok())
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", tensor.status().message()));
-  return tensor;
+  return ReadTensorProtoFile(path);
 }
 
 // Inputs in the session's order, from NAME=FILE arguments.

@@ -27,7 +27,7 @@
 #include "runtime/training_session.h"
 
 ABSL_FLAG(std::string, data, "",
-          "ampc train: fashion-mnist[:DIR], mnist:DIR, npy:DIR or synthetic[:N].");
+          "ampc train: fashion-mnist[:DIR], mnist:DIR, npy:DIR, pb:DIR or synthetic[:N].");
 ABSL_FLAG(int64_t, batch, 64, "ampc train: samples per step.");
 ABSL_FLAG(int64_t, epochs, 2, "ampc train: epochs in all, counting those the model has done.");
 constexpr double kDefaultLearningRate = 0.01;

@@ -12,9 +12,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/exit_codes.h"
+#include "passes/loss_op.h"
 
 ABSL_FLAG(bool, train, false, "Compile a training model: training_info with the training step.");
 ABSL_FLAG(std::string, loss, "", "--train: the scalar loss value of the forward graph.");
+ABSL_FLAG(std::string, loss_op, "",
+          "--train: cross_entropy:LOGITS or mse:OUTPUT adds that loss (and a labels or target "
+          "input) to a forward model without one; replaces --loss.");
 ABSL_FLAG(std::string, optimizer, "adamw", "--train: sgd, momentum, adam or adamw.");
 ABSL_FLAG(double, weight_decay, -1.0,
           "--train: weight decay (default: 0.01 for adamw, 0 for the others).");
@@ -77,11 +81,24 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
   TrainingOptions options;
   options.enabled = absl::GetFlag(FLAGS_train);
   options.loss = absl::GetFlag(FLAGS_loss);
+  options.loss_op = absl::GetFlag(FLAGS_loss_op);
   if (!options.enabled) {
     if (!options.loss.empty()) return UsageError("--loss needs --train");
+    if (!options.loss_op.empty()) return UsageError("--loss-op needs --train");
     return options;
   }
-  if (options.loss.empty()) return UsageError("--train needs --loss=NAME (the scalar loss value)");
+  if (!options.loss_op.empty()) {
+    if (!options.loss.empty()) {
+      return UsageError(
+          "--loss and --loss-op exclude each other: --loss-op names the loss it adds");
+    }
+    absl::StatusOr<LossOpSpec> spec = ParseLossOp(options.loss_op);
+    if (!spec.ok()) return UsageError(spec.status().message());
+  } else if (options.loss.empty()) {
+    return UsageError(
+        "--train needs --loss=NAME (the scalar loss value) or --loss-op=cross_entropy:LOGITS|"
+        "mse:OUTPUT");
+  }
   if (absl::Status s = ParseOptimizer(absl::GetFlag(FLAGS_optimizer), options); !s.ok()) return s;
   if (absl::Status s = ParseLossScale(absl::GetFlag(FLAGS_loss_scale), options); !s.ok()) return s;
   options.freeze = absl::GetFlag(FLAGS_freeze);
@@ -114,6 +131,12 @@ std::vector<std::string> WithTrainingStep(std::vector<std::string> passes) {
   }
   // The step copies the mixed-precision forward, so it comes after the cast passes.
   passes.insert(std::find(passes.begin(), passes.end(), "verify"), "training-step");
+  if (!absl::GetFlag(FLAGS_loss_op).empty() &&
+      std::find(passes.begin(), passes.end(), "loss-op") == passes.end()) {
+    // The loss it adds must be typed before autocast reads it: infer types again after it.
+    auto at = std::find(passes.begin(), passes.end(), "infer-types") + 1;
+    passes.insert(passes.insert(at, "loss-op") + 1, "infer-types");
+  }
   return passes;
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "passes/ampc_function_text.h"
 #include "passes/ampc_grad_ops.h"
 
@@ -66,7 +67,10 @@ dx = Mul (dy, d)
 }
 
 // Scores seen as [N, C, D] and labels as [N, D]; k(n, d) the factor of each label's row.
-Body SoftmaxCrossEntropyLossGradBody(const onnx::NodeProto& node) {
+// SoftmaxCrossEntropyLossGrad: k * (exp(log_prob) - onehot); NegativeLogLikelihoodLossGrad:
+// -k * onehot, its input 1 (`input`, the forward's) read for its shape and type only.
+Body LossGradBody(const onnx::NodeProto& node) {
+  const bool softmax = node.op_type() == "SoftmaxCrossEntropyLossGrad";
   std::string reduction = "mean";
   bool has_ignore = false;
   for (const auto& a : node.attribute()) {
@@ -90,8 +94,7 @@ c_zero = Constant <value_float = 0.0> ()
 c_one = Constant <value_float = 1.0> ()
 zero = CastLike (c_zero, log_prob)
 one = CastLike (c_one, log_prob)
-lp = Reshape (log_prob, shape3)
-p = Exp (lp)
+$exp
 labels64 = Cast <to = 7> (labels)
 lab = Reshape (labels64, shape2)
 classes_1 = Shape <start = 1, end = 2> (log_prob)
@@ -123,11 +126,17 @@ k = Where (ignored, zero, w)
   }
   absl::StrAppend(&b.nodes, R"(
 kk3 = Unsqueeze (kk, one_axis)
-diff = Sub (p, onehot)
+$diff
 grad = Mul (kk3, diff)
 scores_shape = Shape (log_prob)
 dscores = Reshape (grad, scores_shape)
 )");
+  const std::string scores = softmax ? "log_prob" : "input";
+  b.inputs[1] = scores;
+  b.nodes = absl::StrReplaceAll(
+      b.nodes, {{"$exp", softmax ? "lp = Reshape (log_prob, shape3)\np = Exp (lp)" : ""},
+                {"$diff", softmax ? "diff = Sub (p, onehot)" : "diff = Neg (onehot)"},
+                {"log_prob", scores}});
   return b;
 }
 
@@ -238,8 +247,8 @@ absl::StatusOr<onnx::FunctionProto> GradientFunctionBody(const onnx::NodeProto& 
     body = LogSoftmaxGradBody();
   } else if (op == "GeluGrad") {
     body = GeluGradBody();
-  } else if (op == "SoftmaxCrossEntropyLossGrad") {
-    body = SoftmaxCrossEntropyLossGradBody(node);
+  } else if (op == "SoftmaxCrossEntropyLossGrad" || op == "NegativeLogLikelihoodLossGrad") {
+    body = LossGradBody(node);
   } else if (op == "LayerNormalizationGrad") {
     body = LayerNormalizationGradBody();
   } else if (op == "BatchNormalizationGrad") {

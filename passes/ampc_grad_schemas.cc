@@ -63,6 +63,21 @@ void SoftmaxLike(const char* name, int line, const char* doc) {
           .TypeAndShapeInferenceFunction([](InferenceContext& ctx) { Like(ctx, 1, 0); }));
 }
 
+// A loss's backward: (dloss, scores-like input 1, labels[, weights]) -> the scores' gradient.
+void LossGrad(const char* name, int line, const char* doc, const char* input, const char* what) {
+  onnx::RegisterSchema(
+      GradSchema(name, line, doc)
+          .Input(0, "dloss", "Scalar, or the labels' shape for reduction none", "T")
+          .Input(1, input, what, "T")
+          .Input(2, "labels", "[N, d...]", "Tind")
+          .Input(3, "weights", "[C]", "T", OpSchema::Optional)
+          .Output(0, "dscores", "", "T")
+          .Attr("reduction", "none, sum or mean", AttributeProto::STRING, std::string("mean"))
+          .Attr("ignore_index", "A label that contributes nothing", AttributeProto::INT, false)
+          .TypeConstraint("Tind", {"tensor(int32)", "tensor(int64)"}, "Label types")
+          .TypeAndShapeInferenceFunction([](InferenceContext& ctx) { Like(ctx, 1, 0); }));
+}
+
 void RegisterActivationGrads() {
   SoftmaxLike("SoftmaxGrad", __LINE__, "dx = y * (dy - ReduceSum(dy * y, axis, keepdims=1)).");
   SoftmaxLike("LogSoftmaxGrad", __LINE__, "dx = dy - exp(y) * ReduceSum(dy, axis, keepdims=1).");
@@ -74,20 +89,14 @@ void RegisterActivationGrads() {
           .Input(1, "x", "", "T")
           .Output(0, "dx", "", "T")
           .TypeAndShapeInferenceFunction([](InferenceContext& ctx) { Like(ctx, 1, 0); }));
-  onnx::RegisterSchema(
-      GradSchema("SoftmaxCrossEntropyLossGrad", __LINE__,
-                 "dscores[n, c, d] = k(n, d) * (exp(log_prob[n, c, d]) - (c == label)), k = dloss "
-                 "(per sample for reduction none) * weight[label] (/ the sum of the applied "
-                 "weights for mean), 0 where label == ignore_index.")
-          .Input(0, "dloss", "Scalar, or the labels' shape for reduction none", "T")
-          .Input(1, "log_prob", "The forward's second output, [N, C, d...]", "T")
-          .Input(2, "labels", "[N, d...]", "Tind")
-          .Input(3, "weights", "[C]", "T", OpSchema::Optional)
-          .Output(0, "dscores", "", "T")
-          .Attr("reduction", "none, sum or mean", AttributeProto::STRING, std::string("mean"))
-          .Attr("ignore_index", "A label that contributes nothing", AttributeProto::INT, false)
-          .TypeConstraint("Tind", {"tensor(int32)", "tensor(int64)"}, "Label types")
-          .TypeAndShapeInferenceFunction([](InferenceContext& ctx) { Like(ctx, 1, 0); }));
+  LossGrad("SoftmaxCrossEntropyLossGrad", __LINE__,
+           "dscores[n, c, d] = k(n, d) * (exp(log_prob[n, c, d]) - (c == label)), k = dloss "
+           "(per sample for reduction none) * weight[label] (/ the sum of the applied weights "
+           "for mean), 0 where label == ignore_index.",
+           "log_prob", "The forward's second output, [N, C, d...]");
+  LossGrad("NegativeLogLikelihoodLossGrad", __LINE__,
+           "dinput[n, c, d] = -k(n, d) * (c == label), k as in SoftmaxCrossEntropyLossGrad.",
+           "input", "The forward's input (for its shape), [N, C, d...]");
 }
 
 void RegisterNormalizationGrads() {

@@ -34,6 +34,37 @@ absl::Status SoftmaxCrossEntropyLossGrad(GradientContext& c) {
                   c.CopyAttributes({"reduction", "ignore_index"}));
 }
 
+// The input's gradient -k * onehot(target) needs the input only for its shape and type.
+absl::Status NegativeLogLikelihoodLossGrad(GradientContext& c) {
+  std::vector<std::string> inputs = {c.dy(), c.input(0), c.input(1)};
+  if (c.num_inputs() > 2 && !c.input(2).empty()) inputs.push_back(c.input(2));
+  return AmpcGrad(c, "NegativeLogLikelihoodLossGrad", inputs, {0},
+                  c.CopyAttributes({"reduction", "ignore_index"}));
+}
+
+// Dropout runs as the model states it (no training_mode input: inference, Y = X); with one,
+// dx = dy * mask * s where s = 1/(1 - ratio) in training and 1 otherwise (the kernel's mask is
+// all true then, and training with ratio 0 gives s = 1). The mask is the forward's own output, so
+// the backward sees the elements that this step's forward dropped.
+absl::Status DropoutGrad(GradientContext& c) {
+  if (c.num_inputs() < 3 || c.input(2).empty()) {
+    c.SetGrad(0, c.dy());
+    return absl::OkStatus();
+  }
+  GradientBuilder& b = c.b();
+  const std::string& x = c.input(0);
+  const std::string mask = c.EnsureOutput(1, "mask");
+  const std::string one = b.Scalar(1.0, b.ElemType(x));
+  const std::string scale =  // 1 / (1 - 0.5) without a ratio input
+      c.input(1).empty()
+          ? b.Scalar(2.0, b.ElemType(x))
+          : b.Op("Reciprocal", {b.Op("Sub", {one, b.Op("CastLike", {c.input(1), x})})});
+  const std::string factor = b.Op("Where", {c.input(2), scale, one});
+  const std::string kept = b.Op("Mul", {c.dy(), b.Op("CastLike", {mask, x})});
+  c.SetGrad(0, b.Op("Mul", {kept, factor}));
+  return absl::OkStatus();
+}
+
 GradientRule SoftmaxLike(const char* grad_op) {
   return {[grad_op](GradientContext& c) {
             return AmpcGrad(c, grad_op, {c.dy(), c.output(0)}, {0},
@@ -102,6 +133,8 @@ absl::Status AveragePoolGrad(GradientContext& c) {
 
 void AddNnGradientRules(GradientRuleTable& table) {
   table.emplace_back("SoftmaxCrossEntropyLoss", GradientRule{SoftmaxCrossEntropyLossGrad, {2}});
+  table.emplace_back("NegativeLogLikelihoodLoss", GradientRule{NegativeLogLikelihoodLossGrad, {2}});
+  table.emplace_back("Dropout", GradientRule{DropoutGrad, {1}});
   table.emplace_back("Softmax", SoftmaxLike("SoftmaxGrad"));
   table.emplace_back("LogSoftmax", SoftmaxLike("LogSoftmaxGrad"));
   table.emplace_back("LayerNormalization", GradientRule{LayerNormalizationGrad, {}});

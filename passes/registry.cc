@@ -8,6 +8,7 @@
 #include "passes/fold_casts.h"
 #include "passes/infer_types.h"
 #include "passes/insert_casts.h"
+#include "passes/loss_op.h"
 #include "passes/training_step.h"
 #include "passes/verify.h"
 #include "passes/verify_input.h"
@@ -24,6 +25,7 @@ const std::vector<PassEntry>& Entries() {
   static const auto* entries = new std::vector<PassEntry>{
       {"verify-input", [] { return std::make_unique<VerifyInput>(); }},
       {"infer-types", [] { return std::make_unique<InferTypes>(); }},
+      {"loss-op", [] { return std::make_unique<LossOp>(); }},
       {"training-step", [] { return std::make_unique<TrainingStep>(); }},
       {"autocast", [] { return std::make_unique<Autocast>(); }},
       {"insert-casts", [] { return std::make_unique<InsertCasts>(); }},

@@ -13,6 +13,8 @@ struct TrainingOptions {
   bool enabled = false;
   std::string loss;    // the scalar loss value of the forward graph
   std::string freeze;  // RE2; initializers whose names fully match are not trained
+  // --loss-op KIND:VALUE: the loss-op pass adds that loss and sets `loss` to its name.
+  std::string loss_op;
 
   Optimizer optimizer = Optimizer::kAdamW;
   float lr = 1e-3f;  // recorded for the trainer (metadata ampc.lr); the step takes ampc.lr

@@ -15,6 +15,7 @@
 #include "runtime/dtype.h"
 #include "runtime/npy.h"
 #include "runtime/status_macros.h"
+#include "runtime/tensor_proto.h"
 
 namespace ampc {
 namespace {
@@ -96,6 +97,39 @@ absl::StatusOr<DataSplits> LoadIdxDir(const std::string& label, const std::strin
   return splits;
 }
 
+// A dataset of images and labels read from the files `images` and `labels` (named in errors):
+// images uint8 or float32 [N, ...], labels of any integer type [N], N the same.
+absl::StatusOr<Dataset> DatasetOf(Tensor images_tensor, const std::string& images,
+                                  const Tensor& raw_labels, const std::string& labels) {
+  Dataset data;
+  data.images = std::move(images_tensor);
+  if (data.images.dtype() != DType::kUint8 && data.images.dtype() != DType::kFloat) {
+    return Bad(images, absl::StrCat("images must be uint8 or float32, not ",
+                                    DTypeName(data.images.dtype())));
+  }
+  if (data.images.rank() < 1 || raw_labels.rank() != 1) {
+    return Bad(labels, absl::StrCat("expected images [N, ...] and labels [N], got ",
+                                    ShapeString(data.images.shape()), " and ",
+                                    ShapeString(raw_labels.shape())));
+  }
+  data.labels = Tensor::Host(DType::kInt64, raw_labels.shape());
+  const bool integer = Dispatch<AMPC_INT_TYPES>(raw_labels.dtype(), [&]<typename T>() {
+    for (int64_t i = 0; i < raw_labels.size(); ++i) {
+      data.labels.data<int64_t>()[i] = static_cast<int64_t>(raw_labels.data<T>()[i]);
+    }
+  });
+  if (!integer) {
+    return Bad(labels,
+               absl::StrCat("labels must be integers, not ", DTypeName(raw_labels.dtype())));
+  }
+  if (data.images.dim(0) != data.labels.dim(0)) {
+    return absl::InvalidArgumentError(absl::StrCat(images, " holds ", data.images.dim(0),
+                                                   " images but ", labels, " holds ",
+                                                   data.labels.dim(0), " labels"));
+  }
+  return data;
+}
+
 }  // namespace
 
 absl::StatusOr<Tensor> ReadIdxImages(const std::string& path) {
@@ -129,34 +163,15 @@ absl::StatusOr<Dataset> ReadIdxDataset(const std::string& images, const std::str
 }
 
 absl::StatusOr<Dataset> ReadNpyDataset(const std::string& images, const std::string& labels) {
-  Dataset data;
-  AMPC_ASSIGN_OR_RETURN(data.images, ReadNpy(images));
+  AMPC_ASSIGN_OR_RETURN(Tensor images_tensor, ReadNpy(images));
   AMPC_ASSIGN_OR_RETURN(Tensor raw_labels, ReadNpy(labels));
-  if (data.images.dtype() != DType::kUint8 && data.images.dtype() != DType::kFloat) {
-    return Bad(images, absl::StrCat("images must be uint8 or float32, not ",
-                                    DTypeName(data.images.dtype())));
-  }
-  if (data.images.rank() < 1 || raw_labels.rank() != 1) {
-    return Bad(labels, absl::StrCat("expected images [N, ...] and labels [N], got ",
-                                    ShapeString(data.images.shape()), " and ",
-                                    ShapeString(raw_labels.shape())));
-  }
-  data.labels = Tensor::Host(DType::kInt64, raw_labels.shape());
-  const bool integer = Dispatch<AMPC_INT_TYPES>(raw_labels.dtype(), [&]<typename T>() {
-    for (int64_t i = 0; i < raw_labels.size(); ++i) {
-      data.labels.data<int64_t>()[i] = static_cast<int64_t>(raw_labels.data<T>()[i]);
-    }
-  });
-  if (!integer) {
-    return Bad(labels,
-               absl::StrCat("labels must be integers, not ", DTypeName(raw_labels.dtype())));
-  }
-  if (data.images.dim(0) != data.labels.dim(0)) {
-    return absl::InvalidArgumentError(absl::StrCat(images, " holds ", data.images.dim(0),
-                                                   " images but ", labels, " holds ",
-                                                   data.labels.dim(0), " labels"));
-  }
-  return data;
+  return DatasetOf(std::move(images_tensor), images, raw_labels, labels);
+}
+
+absl::StatusOr<Dataset> ReadPbDataset(const std::string& images, const std::string& labels) {
+  AMPC_ASSIGN_OR_RETURN(Tensor images_tensor, ReadTensorProtoFile(images));
+  AMPC_ASSIGN_OR_RETURN(Tensor raw_labels, ReadTensorProtoFile(labels));
+  return DatasetOf(std::move(images_tensor), images, raw_labels, labels);
 }
 
 Dataset SyntheticDataset(int64_t count, uint64_t seed) {
@@ -184,14 +199,16 @@ absl::StatusOr<DataSplits> LoadData(const std::string& spec) {
   const std::string arg = colon == std::string::npos ? "" : spec.substr(colon + 1);
   if (kind == "fashion-mnist") return LoadIdxDir(kind, arg.empty() ? kFashionMnistDir : arg);
   if (kind == "mnist" && !arg.empty()) return LoadIdxDir(kind, arg);
-  if (kind == "npy" && !arg.empty()) {
+  if ((kind == "npy" || kind == "pb") && !arg.empty()) {
+    const auto read = kind == "npy" ? ReadNpyDataset : ReadPbDataset;
     const std::filesystem::path dir(arg);
+    auto path = [&](const char* split, const char* part) {
+      return (dir / absl::StrCat(split, "-", part, ".", kind)).string();
+    };
     DataSplits splits;
-    AMPC_ASSIGN_OR_RETURN(splits.train, ReadNpyDataset((dir / "train-images.npy").string(),
-                                                       (dir / "train-labels.npy").string()));
-    AMPC_ASSIGN_OR_RETURN(splits.test, ReadNpyDataset((dir / "test-images.npy").string(),
-                                                      (dir / "test-labels.npy").string()));
-    splits.description = absl::StrCat("npy (", arg, "): ", splits.train.size(), " train, ",
+    AMPC_ASSIGN_OR_RETURN(splits.train, read(path("train", "images"), path("train", "labels")));
+    AMPC_ASSIGN_OR_RETURN(splits.test, read(path("test", "images"), path("test", "labels")));
+    splits.description = absl::StrCat(kind, " (", arg, "): ", splits.train.size(), " train, ",
                                       splits.test.size(), " test");
     return splits;
   }
@@ -207,8 +224,9 @@ absl::StatusOr<DataSplits> LoadData(const std::string& spec) {
         absl::StrCat("synthetic: ", splits.train.size(), " train, ", splits.test.size(), " test");
     return splits;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--data ", spec, ": expected fashion-mnist[:DIR], mnist:DIR, npy:DIR or synthetic[:N]"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--data ", spec,
+                   ": expected fashion-mnist[:DIR], mnist:DIR, npy:DIR, pb:DIR or synthetic[:N]"));
 }
 
 std::vector<int64_t> EpochOrder(int64_t size, uint64_t seed, int64_t epoch) {

@@ -1,6 +1,6 @@
-// Training data for `ampc train`: IDX files (MNIST, Fashion-MNIST; gzip or raw), .npy files and a
-// synthetic source, as a Dataset of images and labels in host memory, cut into batches in a
-// seeded per-epoch order.
+// Training data for `ampc train`: IDX files (MNIST, Fashion-MNIST; gzip or raw), .npy files,
+// ONNX TensorProto .pb files and a synthetic source, as a Dataset of images and labels in host
+// memory, cut into batches in a seeded per-epoch order.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +36,8 @@ absl::StatusOr<Tensor> ReadIdxLabels(const std::string& path);  // int64 [N]
 absl::StatusOr<Dataset> ReadIdxDataset(const std::string& images, const std::string& labels);
 // .npy images (uint8 or float32, [N, ...]) and labels (any integer type, [N]).
 absl::StatusOr<Dataset> ReadNpyDataset(const std::string& images, const std::string& labels);
+// The same from ONNX TensorProto .pb files (runtime/tensor_proto.h).
+absl::StatusOr<Dataset> ReadPbDataset(const std::string& images, const std::string& labels);
 
 // `count` float32 [28, 28] images of 10 classes: each class a fixed random pattern, each sample
 // its class's pattern plus uniform noise, clamped to [0, 1]; labels uniform. Deterministic in
@@ -44,8 +46,8 @@ Dataset SyntheticDataset(int64_t count, uint64_t seed);
 
 // A --data value: `fashion-mnist[:DIR]` or `mnist:DIR` (DIR/{train,t10k}-{images-idx3,
 // labels-idx1}-ubyte[.gz]; fashion-mnist's default DIR is /usr/share/datasets/fashion-mnist),
-// `npy:DIR` (DIR/{train,test}-{images,labels}.npy) or `synthetic[:N]` (N training samples,
-// default 2048, and N/4 test samples of other noise).
+// `npy:DIR` (DIR/{train,test}-{images,labels}.npy), `pb:DIR` (the same names with .pb) or
+// `synthetic[:N]` (N training samples, default 2048, and N/4 test samples of other noise).
 absl::StatusOr<DataSplits> LoadData(const std::string& spec);
 
 // The sample order of `epoch` (0-based): one std::mt19937_64 seeded with `seed` drives a

@@ -1,6 +1,7 @@
 #include "runtime/tensor_proto.h"
 
 #include <cstring>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "passes/tensor_data.h"
@@ -29,6 +30,20 @@ absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto) {
   }
   Tensor tensor = Tensor::Host(dtype, std::move(shape));
   std::memcpy(tensor.raw(), bytes.data(), bytes.size());
+  return tensor;
+}
+
+absl::StatusOr<Tensor> ReadTensorProtoFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  onnx::TensorProto proto;
+  if (!proto.ParseFromIstream(&in)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a TensorProto"));
+  }
+  absl::StatusOr<Tensor> tensor = TensorFromProto(proto);
+  if (!tensor.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", tensor.status().message()));
+  }
   return tensor;
 }
 

@@ -15,6 +15,11 @@ namespace ampc {
 // Errors name the tensor.
 absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto);
 
+// A serialized TensorProto file (`.pb`, as ONNX's test data and `ampc run` outputs). Errors name
+// the file: cannot open, not a TensorProto (a cut or corrupt file), data that does not fill the
+// shape.
+absl::StatusOr<Tensor> ReadTensorProtoFile(const std::string& path);
+
 // A TensorProto with raw_data (the tensor must be in host memory).
 onnx::TensorProto TensorToProto(const Tensor& tensor, const std::string& name);
 

@@ -1,7 +1,7 @@
 // ai.ampc gradient ops (docs/training-design.md, "Gradient ops"): the backward of Softmax,
-// LogSoftmax, Gelu and SoftmaxCrossEntropyLoss here; normalization, Conv and pooling in
-// grad_norm.h, grad_conv.h and grad_pool.h. FP16/BF16 compute and accumulate in FP32, FP64 in
-// FP64, and every output is rounded once.
+// LogSoftmax, Gelu, SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss here; normalization,
+// Conv and pooling in grad_norm.h, grad_conv.h and grad_pool.h. FP16/BF16 compute and accumulate in
+// FP32, FP64 in FP64, and every output is rounded once.
 #include <cmath>
 #include <cstdint>
 #include <numbers>
@@ -88,17 +88,24 @@ absl::Status GeluGrad(KernelContext& context) {
   return handled ? absl::OkStatus() : Unsupported(context);
 }
 
+enum class LossKind { kSoftmaxCrossEntropy, kNegativeLogLikelihood };
+
 // SoftmaxCrossEntropyLossGrad(dloss, log_prob, labels[, weights]) -> dscores, the backward of
 // reduce_loss.h's forward: dscores[n, c, d] = k(n, d) * (exp(log_prob[n, c, d]) - [c == label])
 // with k = dloss (per sample for reduction "none") * weight[label], divided by the sum of the
 // applied weights for "mean", and 0 where the label is ignore_index.
-absl::Status SoftmaxCrossEntropyLossGrad(KernelContext& context) {
+// NegativeLogLikelihoodLossGrad(dloss, input, labels[, weights]) -> -k(n, d) * [c == label]
+// (`input` gives the shape and type only).
+template <LossKind kKind>
+absl::Status LossGrad(KernelContext& context) {
+  constexpr bool kSoftmax = kKind == LossKind::kSoftmaxCrossEntropy;
+  const char* scores_name = kSoftmax ? "log_prob" : "input";
   const Tensor& dloss = context.in(0);
-  AMPC_RETURN_IF_ERROR(CheckSameType(context, {1}, {"log_prob"}));
+  AMPC_RETURN_IF_ERROR(CheckSameType(context, {1}, {scores_name}));
   const Tensor& log_prob = context.in(1);
   if (context.input(2) == nullptr) return NodeError(context, "input labels is required");
   if (log_prob.rank() < 2) {
-    return NodeError(context, absl::StrCat("log_prob must be [N, C, d1, ...], got shape ",
+    return NodeError(context, absl::StrCat(scores_name, " must be [N, C, d1, ...], got shape ",
                                            ShapeString(log_prob.shape())));
   }
   Shape labels_shape = log_prob.shape();
@@ -153,7 +160,8 @@ absl::Status SoftmaxCrossEntropyLossGrad(KernelContext& context) {
           const int64_t at = i * d + j;
           C v = 0;
           if (labels[at] != ignore) {
-            const C p = std::exp(static_cast<C>(Compute<T>::Load(lp[row * d + j])));
+            const C p =
+                kSoftmax ? std::exp(static_cast<C>(Compute<T>::Load(lp[row * d + j]))) : C{0};
             v = k[at] * (p - (labels[at] == c ? C{1} : C{0}));
           }
           ds[row * d + j] = Compute<T>::Store(v);
@@ -178,7 +186,10 @@ void RegisterGradKernels(KernelRegistry& r) {
   r.Register(cpu, ampc, "GeluGrad", {{0, floats}, {1, floats}}, grad::GeluGrad);
   r.Register(cpu, ampc, "SoftmaxCrossEntropyLossGrad",
              {{0, floats}, {1, floats}, {2, indices}, {3, floats}},
-             grad::SoftmaxCrossEntropyLossGrad);
+             grad::LossGrad<grad::LossKind::kSoftmaxCrossEntropy>);
+  r.Register(cpu, ampc, "NegativeLogLikelihoodLossGrad",
+             {{0, floats}, {1, floats}, {2, indices}, {3, floats}},
+             grad::LossGrad<grad::LossKind::kNegativeLogLikelihood>);
   r.Register(cpu, ampc, "LayerNormalizationGrad", {{0, floats}, {1, floats}, {2, floats}},
              grad::LayerNormalizationGrad);
   r.Register(cpu, ampc, "BatchNormalizationGrad", {{0, floats}, {1, floats}, {2, floats}},

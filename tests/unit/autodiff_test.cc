@@ -5,7 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <span>
 
 #include "tests/support/gradient_check.h"
 
@@ -23,6 +26,16 @@ GradientCase CastCase() {
   c.h = 1e-2;
   c.tolerance = 1e-4;
   return c;
+}
+
+// NegativeLogLikelihoodLoss with fixed positive class weights (weights get no gradient).
+GradientCase NllCase(const std::string& name, const std::string& attributes) {
+  Operand weights = Operand::Positive("w", {4});
+  weights.param = false;
+  return {name,
+          {{"s", {3, 4}}, Operand::Fixed("t", {3}, "int64", {1, 3, 1}), weights},
+          absl::StrCat("y = NegativeLogLikelihoodLoss <", attributes, "> (s, t, w)"),
+          {}};
 }
 
 std::vector<GradientCase> Cases() {
@@ -119,6 +132,28 @@ std::vector<GradientCase> Cases() {
        {{"s", {3, 4}}, Operand::Fixed("t", {3}, "int64", {1, 3, 0})},
        "y = SoftmaxCrossEntropyLoss <reduction = \"mean\"> (s, t)",
        {}},
+      NllCase("NegativeLogLikelihoodLoss_weighted_mean", "reduction = \"mean\""),
+      NllCase("NegativeLogLikelihoodLoss_ignore_index_sum",
+              "reduction = \"sum\", ignore_index = 3"),
+      {"NegativeLogLikelihoodLoss_none_after_LogSoftmax",
+       {{"s", {3, 4}}, Operand::Fixed("t", {3}, "int64", {0, 2, 3})},
+       "p = LogSoftmax(s)\n  y = NegativeLogLikelihoodLoss <reduction = \"none\"> (p, t)",
+       {3}},
+      // Dropout that does not drop: deterministic, so the forward differences directly.
+      {"Dropout_without_training_mode_is_identity",
+       {x},
+       "ratio = Constant <value = double {0.3}> ()\n  y = Dropout(x, ratio)",
+       {2, 3}},
+      {"Dropout_training_mode_false_is_identity",
+       {x},
+       "ratio = Constant <value = double {0.3}> ()\n  t = Constant <value = bool {0}> ()\n"
+       "  y, m = Dropout(x, ratio, t)",
+       {2, 3}},
+      {"Dropout_training_ratio_zero_is_identity",
+       {x},
+       "ratio = Constant <value = double {0.0}> ()\n  t = Constant <value = bool {1}> ()\n"
+       "  y = Dropout(x, ratio, t)",
+       {2, 3}},
       {"Softmax", {{"x", {2, 4}}}, "y = Softmax <axis = 1> (x)", {2, 4}},
       {"LogSoftmax", {{"x", {2, 4}}}, "y = LogSoftmax(x)", {2, 4}},
       {"LayerNormalization_adds_mean_and_inv_std",
@@ -162,6 +197,57 @@ TEST_P(GradientRuleTest, MatchesCentralFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(StandardOps, GradientRuleTest, ::testing::ValuesIn(Cases()),
                          [](const auto& info) { return info.param.name; });
+
+// Training-mode Dropout draws a new mask on every run, so differences of the forward would mix
+// masks. The gradient model also outputs the mask its own forward drew; its gradient must equal
+// central differences of y = x * mask / (1 - ratio) with that mask held fixed.
+TEST(Autodiff, TrainingDropoutUsesTheForwardsMaskAndMatchesFixedMaskDifferences) {
+  const Shape shape = {4, 5};
+  const GradientCase dropout(
+      "Dropout_training", {Operand("x", shape)},
+      "ratio = Constant <value = double {0.25}> ()\n  t = Constant <value = bool {1}> ()\n"
+      "  y, mask = Dropout <seed = 3> (x, ratio, t)",
+      shape);
+  absl::StatusOr<onnx::ModelProto> model = testing::GradientModel(dropout);
+  ASSERT_TRUE(model.ok()) << model.status();
+  onnx::ValueInfoProto& mask_out = *model->mutable_graph()->add_output();
+  mask_out.set_name("mask");
+  mask_out.mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::BOOL);
+  CpuBackend backend(1);
+  auto session = Session::Create(*model, DefaultRegistry(), backend);
+  ASSERT_TRUE(session.ok()) << session.status();
+  // The values CheckGradients gives the same operands: x is operand 1, r has seed 99.
+  std::map<std::string, Tensor> values = {
+      {"x",
+       testing::ToTensor(DType::kDouble, shape, testing::OperandValues(Operand("x", shape), 1))},
+      {"r",
+       testing::ToTensor(DType::kDouble, shape, testing::OperandValues(Operand("r", shape), 99))},
+      {"seed", testing::ToTensor(DType::kDouble, {}, {1.0})}};
+  std::vector<Tensor> inputs;
+  for (const ValueSpec& spec : (*session)->inputs()) inputs.push_back(values.at(spec.name));
+  absl::StatusOr<std::vector<Tensor>> out = (*session)->Run(inputs);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 2u);
+  const std::vector<double> analytic = testing::ToDoubles((*out)[0]);
+  const std::span<const bool> mask = (*out)[1].span<const bool>();
+  const int64_t kept = std::count(mask.begin(), mask.end(), true);
+  ASSERT_GT(kept, 0);
+  ASSERT_LT(kept, static_cast<int64_t>(mask.size()));  // both kinds, or the check proves little
+  std::vector<std::string> scaled;
+  for (bool k : mask) scaled.push_back(k ? "1.3333333333333333" : "0");
+  const GradientCase fixed("Dropout_fixed_mask", {Operand("x", shape)},
+                           absl::StrCat("m = Constant <value = double[4,5] {",
+                                        absl::StrJoin(scaled, ", "), "}> ()\n  y = Mul(x, m)"),
+                           shape);
+  absl::StatusOr<std::vector<testing::GradientComparison>> reference =
+      testing::CheckGradients(fixed, 1e-6);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const std::vector<double>& numeric = (*reference)[0].numeric;
+  ASSERT_EQ(analytic.size(), numeric.size());
+  for (size_t i = 0; i < numeric.size(); ++i) {
+    EXPECT_NEAR(analytic[i], numeric[i], 1e-6 * (1 + std::abs(numeric[i]))) << "dx[" << i << "]";
+  }
+}
 
 TEST(Autodiff, OpWithoutRuleOnThePathIsAnErrorNamingTheNode) {
   GradientCase c{"Abs", {{"x", {2, 3}}}, "z = Neg(x)\n  y = Abs(z)", {2, 3}};

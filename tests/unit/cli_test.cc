@@ -210,6 +210,23 @@ TEST_F(CliTest, TrainingFlagErrorsWriteNothingAndLeaveTheInputAlone) {
       {{"--train", "--loss=loss", "--loss-scale=huge"}, 2, "--loss-scale=huge: expected dynamic"},
       {{"--train", "--loss=nothing"}, 1, "--loss=nothing: no such value in the graph"},
       {{"--train", "--loss=logits"}, 1, "--loss=logits: the loss must be a scalar"},
+      {{"--loss-op=cross_entropy:logits"}, 2, "--loss-op needs --train"},
+      {{"--train", "--loss=loss", "--loss-op=cross_entropy:logits"},
+       2,
+       "--loss and --loss-op exclude each other"},
+      {{"--train", "--loss-op=softmax:logits"},
+       2,
+       "--loss-op=softmax:logits: expected cross_entropy:LOGITS or mse:OUTPUT"},
+      {{"--train", "--loss-op=mse:"}, 2, "--loss-op=mse:: expected cross_entropy:LOGITS"},
+      {{"--train", "--loss-op=cross_entropy:nothing"},
+       1,
+       path + ": --loss-op=cross_entropy:nothing: no value 'nothing'"},
+      {{"--train", "--loss-op=mse:label"},
+       1,
+       path + ": --loss-op=mse:label: 'label' is not a float tensor (element type INT64)"},
+      {{"--train", "--loss-op=cross_entropy:loss"},
+       1,
+       path + ": --loss-op=cross_entropy:loss: 'loss' has rank 0; cross_entropy takes logits"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {path, "-o", out_};

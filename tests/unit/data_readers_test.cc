@@ -1,5 +1,6 @@
 // Data readers: IDX headers and their errors on hand-made files (raw and gzip), the real
-// Fashion-MNIST test set, .npy datasets, the synthetic source, epoch order and batches.
+// Fashion-MNIST test set, .npy and TensorProto .pb datasets (hand-encoded bytes), the synthetic
+// source, epoch order and batches.
 #include "runtime/data_readers.h"
 
 #include <gmock/gmock.h>
@@ -8,6 +9,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -112,6 +114,98 @@ TEST_F(DataReadersTest, ReadsNpyDatasetsAndWidensIntegerLabels) {
   EXPECT_THAT(Values<int64_t>(data->labels), ::testing::ElementsAre(4, 1));
   auto bad = ReadNpyDataset(Write("x.npy", EncodeNpy(images)), Write("f.npy", EncodeNpy(images)));
   EXPECT_THAT(bad.status().message(), HasSubstr("f.npy"));
+}
+
+// ONNX TensorProto bytes written out by hand from the protobuf encoding (tag = field << 3 | wire
+// type): dims (1, varint), data_type (2, varint), raw_data (9, bytes) or packed int64_data (7).
+std::string Varint(uint64_t v) {
+  std::string bytes;
+  for (; v >= 0x80; v >>= 7) bytes.push_back(static_cast<char>((v & 0x7f) | 0x80));
+  bytes.push_back(static_cast<char>(v));
+  return bytes;
+}
+
+std::string PbTensor(int data_type, const std::vector<int64_t>& dims, const std::string& raw) {
+  std::string bytes;
+  for (int64_t d : dims) bytes += "\x08" + Varint(static_cast<uint64_t>(d));
+  bytes += "\x10" + Varint(static_cast<uint64_t>(data_type));
+  return bytes + "\x4a" + Varint(raw.size()) + raw;
+}
+
+std::string PbInt64s(const std::vector<int64_t>& values) {
+  std::string packed;
+  for (int64_t v : values) packed += Varint(static_cast<uint64_t>(v));
+  return "\x08" + Varint(values.size()) + "\x10\x07" + "\x3a" + Varint(packed.size()) + packed;
+}
+
+template <typename T>
+std::string LittleEndian(const std::vector<T>& values) {
+  std::string bytes;
+  for (T v : values) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof(T));
+    for (size_t i = 0; i < sizeof(T); ++i) bytes.push_back(static_cast<char>(bits >> (8 * i)));
+  }
+  return bytes;
+}
+
+constexpr int kPbFloat = 1, kPbUint8 = 2, kPbInt32 = 6;
+
+TEST_F(DataReadersTest, ReadsPbDatasetsOfRawAndTypedData) {
+  const std::string images =
+      Write("x.pb", PbTensor(kPbFloat, {2, 2}, LittleEndian<float>({0, 0.5f, 1, 0.25f})));
+  auto data = ReadPbDataset(images, Write("y.pb", PbInt64s({4, 1})));
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(data->images.shape(), (Shape{2, 2}));
+  EXPECT_THAT(Values<float>(data->images), ::testing::ElementsAre(0, 0.5f, 1, 0.25f));
+  EXPECT_THAT(Values<int64_t>(data->labels), ::testing::ElementsAre(4, 1));
+  // uint8 pixels and int32 labels, as the npy reader takes them.
+  auto bytes = ReadPbDataset(
+      Write("b.pb", PbTensor(kPbUint8, {2, 3}, std::string("\x00\x10\x20\x30\x40\xff", 6))),
+      Write("l.pb", PbTensor(kPbInt32, {2}, LittleEndian<int32_t>({9, 0}))));
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(Values<uint8_t>(bytes->images)[5], 255);
+  EXPECT_THAT(Values<int64_t>(bytes->labels), ::testing::ElementsAre(9, 0));
+}
+
+TEST_F(DataReadersTest, PbErrorsNameTheFileAndTheProblem) {
+  const std::string labels = Write("y.pb", PbInt64s({4, 1}));
+  const std::string full = PbTensor(kPbFloat, {2, 2}, LittleEndian<float>({0, 0.5f, 1, 0.25f}));
+  auto read = [&](const std::string& name, const std::string& bytes) {
+    return std::string(ReadPbDataset(Write(name, bytes), labels).status().message());
+  };
+  EXPECT_THAT(read("cut.pb", full.substr(0, full.size() - 3)),
+              HasSubstr("cut.pb: not a TensorProto"));
+  EXPECT_THAT(read("junk.pb", "\xff\xff\xff\xff"), HasSubstr("junk.pb: not a TensorProto"));
+  EXPECT_THAT(read("short.pb", PbTensor(kPbFloat, {2, 2}, LittleEndian<float>({0, 1, 2}))),
+              HasSubstr("short.pb: tensor '': shape [2,2] needs 16 bytes of data, it has 12"));
+  EXPECT_THAT(read("ints.pb", PbTensor(kPbInt32, {2, 1}, LittleEndian<int32_t>({1, 2}))),
+              HasSubstr("ints.pb: images must be uint8 or float32, not int32"));
+  EXPECT_THAT(read("three.pb", PbTensor(kPbFloat, {3, 1}, LittleEndian<float>({1, 2, 3}))),
+              HasSubstr("three.pb holds 3 images but"));
+  EXPECT_THAT(ReadPbDataset(Write("x.pb", full),
+                            Write("f.pb", PbTensor(kPbFloat, {2}, LittleEndian<float>({4, 1}))))
+                  .status()
+                  .message(),
+              HasSubstr("f.pb: labels must be integers, not float32"));
+  EXPECT_EQ(ReadPbDataset((dir_ / "absent.pb").string(), labels).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(DataReadersTest, PbDirHasTheNpyLayoutAndBatchesCheckTheModelsSampleShape) {
+  const std::string images = PbTensor(kPbFloat, {2, 3}, LittleEndian<float>({0, 1, 2, 3, 4, 5}));
+  Write("train-images.pb", images);
+  Write("train-labels.pb", PbInt64s({1, 0}));
+  Write("test-images.pb", images);
+  auto missing = LoadData("pb:" + dir_.string());
+  EXPECT_THAT(missing.status().message(), HasSubstr("test-labels.pb: cannot open"));
+  Write("test-labels.pb", PbInt64s({0, 1}));
+  auto splits = LoadData("pb:" + dir_.string());
+  ASSERT_TRUE(splits.ok()) << splits.status();
+  EXPECT_EQ(splits->description, "pb (" + dir_.string() + "): 2 train, 2 test");
+  const std::vector<int64_t> indices = {1};
+  EXPECT_THAT(MakeBatch(splits->train, indices, {784}).status().message(),
+              HasSubstr("takes samples of [784]; the data has 3 values per sample"));
 }
 
 TEST_F(DataReadersTest, BatchesScaleBytesToUnitRangeAndTakeTheModelsSampleShape) {

@@ -1,7 +1,7 @@
-// ai.ampc gradient ops of the softmax family, GELU, SoftmaxCrossEntropyLoss and
-// LayerNormalization against central finite differences of the standard forward op (FP64), and
-// in FP16/BF16 against their FP32 result rounded. Convolution, pooling and BatchNormalization are
-// in grad_ops_nn_test.cc.
+// ai.ampc gradient ops of the softmax family, GELU, SoftmaxCrossEntropyLoss,
+// NegativeLogLikelihoodLoss and LayerNormalization against central finite differences of the
+// standard forward op (FP64), and in FP16/BF16 against their FP32 result rounded. Convolution,
+// pooling and BatchNormalization are in grad_ops_nn_test.cc.
 #include <gtest/gtest.h>
 #include <onnx/checker.h>
 #include <onnx/shape_inference/implementation.h>
@@ -77,13 +77,15 @@ TEST(GeluGradTest, MatchesFiniteDifferencesOfTheErfForm) {
   CheckGradCase(c, DType::kBFloat16, 1.6e-2);
 }
 
-// SoftmaxCrossEntropyLoss over scores [N, C, d...] with labels; dloss has the loss's shape.
+// SoftmaxCrossEntropyLoss (or NegativeLogLikelihoodLoss) over scores [N, C, d...] with labels;
+// dloss has the loss's shape.
 struct LossSpec {
   Shape scores;
   std::vector<double> labels;
   std::string reduction;
   std::string ignore;  // "" or the ignore_index value
   bool weights = false;
+  bool nll = false;  // NegativeLogLikelihoodLoss: the grad op reads the input x for its shape
 };
 
 GradCase LossCase(const LossSpec& s) {
@@ -94,20 +96,26 @@ GradCase LossCase(const LossSpec& s) {
   if (!s.ignore.empty()) absl::StrAppend(&attributes, ", ignore_index = ", s.ignore);
   const std::string w_decl = s.weights ? absl::StrCat(", $T[", s.scores[1], "] w") : "";
   const std::string w_use = s.weights ? ", w" : "";
+  // NegativeLogLikelihoodLoss has no log_prob output; its grad op reads x for the shape.
+  const std::string op = s.nll ? "NegativeLogLikelihoodLoss" : "SoftmaxCrossEntropyLoss";
+  const std::string log_prob = s.nll ? "" : ", log_prob";
+  const std::string scores = s.nll ? "x" : "log_prob";
   GradCase c;
   c.forward = absl::Substitute(
-      "f ($$T[$0] x, int64[$1] labels$2) => ($$T[$3] loss, $$T[$0] log_prob) {\n"
-      "  loss, log_prob = SoftmaxCrossEntropyLoss<$4>(x, labels$5)\n}",
-      Dims(s.scores), Dims(labels_shape), w_decl, loss_shape, attributes, w_use);
+      "f ($$T[$0] x, int64[$1] labels$2) => ($$T[$3] loss$6) {\n"
+      "  loss$7 = $8<$4>(x, labels$5)\n}",
+      Dims(s.scores), Dims(labels_shape), w_decl, loss_shape, attributes, w_use,
+      s.nll ? "" : absl::StrCat(", $T[", Dims(s.scores), "] log_prob"), log_prob, op);
   c.grad = absl::Substitute(
-      "g ($$T[$3] dloss, $$T[$0] log_prob, int64[$1] labels$2) => ($$T[$0] dx) {\n"
-      "  dx = ai.ampc.SoftmaxCrossEntropyLossGrad<$4>(dloss, log_prob, labels$5)\n}",
-      Dims(s.scores), Dims(labels_shape), w_decl, loss_shape, attributes, w_use);
+      "g ($$T[$3] dloss, $$T[$0] $6, int64[$1] labels$2) => ($$T[$0] dx) {\n"
+      "  dx = ai.ampc.$7Grad<$4>(dloss, $6, labels$5)\n}",
+      Dims(s.scores), Dims(labels_shape), w_decl, loss_shape, attributes, w_use, scores, op);
   c.inputs = {Pseudo(kF64, s.scores, -2, 2, 9), Value{DType::kInt64, labels_shape, s.labels}};
   if (s.weights) c.inputs.push_back(Pseudo(kF64, {s.scores[1]}, 0.5, 2, 11));
   c.wrt = {0};
-  c.grad_inputs = [](const std::vector<Value>& in, const std::vector<Value>& out, const Value& r) {
-    std::vector<Value> g = {r, out[1], in[1]};
+  c.grad_inputs = [nll = s.nll](const std::vector<Value>& in, const std::vector<Value>& out,
+                                const Value& r) {
+    std::vector<Value> g = {r, nll ? in[0] : out[1], in[1]};
     if (in.size() > 2) g.push_back(in[2]);
     return g;
   };
@@ -131,6 +139,19 @@ TEST(SoftmaxCrossEntropyLossGradTest, IgnoreIndexAndWeightsMatchFiniteDifference
     CheckGradCase(LossCase({{2, 3, 4}, {0, 1, 2, 2, 1, 0, 0, 2}, reduction, "", true}));
   }
   CheckGradCase(LossCase({{5, 4}, {1, -1, 0, 3, -1}, "mean", "-1", true}), DType::kBFloat16,
+                1.6e-2);
+}
+
+TEST(NegativeLogLikelihoodLossGradTest, ReductionsIgnoreIndexAndWeightsMatchFiniteDifferences) {
+  for (const char* reduction : {"none", "sum", "mean"}) {
+    SCOPED_TRACE(reduction);
+    CheckGradCase(LossCase({{4, 5}, {0, 3, 4, 1}, reduction, "", false, true}));
+    CheckGradCase(LossCase({{2, 3, 4}, {0, 1, 2, 2, 1, 0, 0, 2}, reduction, "", true, true}));
+    // An in-range ignore_index (2) and an out-of-range one (-1), with and without weights.
+    CheckGradCase(LossCase({{5, 4}, {1, 2, 0, 2, 3}, reduction, "2", false, true}));
+    CheckGradCase(LossCase({{5, 4}, {1, -1, 0, 3, -1}, reduction, "-1", true, true}));
+  }
+  CheckGradCase(LossCase({{5, 4}, {1, -1, 0, 3, -1}, "mean", "-1", true, true}), DType::kBFloat16,
                 1.6e-2);
 }
 
@@ -225,6 +246,7 @@ g (float[2,3,4] dy, float[2,3,4] x, float[3,4] s, float[2,1,1] m, float[2,1,1] r
   ldx = ai.ampc.LogSoftmaxGrad<axis = 1>(dy, x)
   gdx = ai.ampc.GeluGrad(dy, x)
   ddx = ai.ampc.SoftmaxCrossEntropyLossGrad<reduction = "mean", ignore_index = -1>(dl, lp, lab)
+  ndx = ai.ampc.NegativeLogLikelihoodLossGrad<reduction = "mean">(dl, lp, lab)
 })",
                                             DType::kFloat);
   try {
@@ -253,6 +275,7 @@ g (float[2,3,4] dy, float[2,3,4] x, float[3,4] s, float[2,1,1] m, float[2,1,1] r
   EXPECT_EQ(shapes["sdx"], (V{2, 3, 4}));
   EXPECT_EQ(shapes["gdx"], (V{2, 3, 4}));
   EXPECT_EQ(shapes["ddx"], (V{2, 4, 3, 3}));
+  EXPECT_EQ(shapes["ndx"], (V{2, 4, 3, 3}));
 }
 
 }  // namespace

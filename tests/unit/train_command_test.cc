@@ -6,10 +6,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "models/mlp.h"
+#include "runtime/data_readers.h"
+#include "runtime/tensor_proto.h"
+#include "tests/support/forward_models.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/training_models.h"
 
@@ -115,6 +119,57 @@ TEST_F(TrainCommandTest, TheLearningRateDefaultsToTheOneRecordedInTheModel) {
   r = Ampc({"train", Path("bad.onnx"), "--data", "synthetic:64"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("metadata ampc.lr = 'fast' is not a positive number"));
+}
+
+// The loss column of a metrics CSV (header skipped).
+std::vector<double> LossesIn(const std::string& csv) {
+  std::vector<double> losses;
+  for (absl::string_view row : absl::StrSplit(csv, '\n', absl::SkipEmpty())) {
+    const std::vector<std::string> cells = absl::StrSplit(row, ',');
+    double loss = 0;
+    if (cells.size() > 1 && absl::SimpleAtod(cells[1], &loss)) losses.push_back(loss);
+  }
+  return losses;
+}
+
+// --loss-op end to end: the bundled MLP's logits without a loss, compiled with
+// --loss-op=cross_entropy:logits, train on synthetic data and the loss falls.
+TEST_F(TrainCommandTest, LossOpTrainsAForwardModelWithoutALoss) {
+  models::MlpOptions mlp;
+  mlp.layers = {784, 32, 10};
+  std::ofstream(Path("forward.onnx"), std::ios::binary)
+      << testing::MlpWithoutLoss(mlp).SerializeAsString();
+  auto r = Ampc({Path("forward.onnx"), "-o", Path("mlp.train.onnx"), "--train",
+                 "--loss-op=cross_entropy:logits"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> args = Train(Path("mlp.train.onnx"), "2");
+  args[7] = "0.01";  // --lr: AdamW (the default optimizer), not the SGD rate Train() gives
+  args.insert(args.end(), {"--metrics", Path("m.csv")});
+  r = Ampc(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<double> losses = LossesIn(testing::ReadFileOrEmpty(Path("m.csv")));
+  ASSERT_EQ(losses.size(), 4u);  // steps 4, 8, 12, 16
+  EXPECT_LT(losses.back(), 0.5 * losses.front()) << losses.front() << " -> " << losses.back();
+  EXPECT_GT(AccuracyOfEpoch(r.out, 2), 0.5) << r.out;
+}
+
+// --data pb:DIR reads DIR/{train,test}-{images,labels}.pb as npy:DIR reads its .npy files.
+TEST_F(TrainCommandTest, LearnsFromTensorProtoFiles) {
+  fs::create_directory(Path("pb"));
+  for (const auto& [split, count, seed] :
+       {std::tuple<std::string, int64_t, uint64_t>{"train", 256, 1}, {"test", 64, 2}}) {
+    const Dataset data = SyntheticDataset(count, seed);
+    std::ofstream(Path("pb/" + split + "-images.pb"), std::ios::binary)
+        << TensorToProto(data.images, "images").SerializeAsString();
+    std::ofstream(Path("pb/" + split + "-labels.pb"), std::ios::binary)
+        << TensorToProto(data.labels, "labels").SerializeAsString();
+  }
+  std::vector<std::string> args = Train(model_, "2");
+  args[3] = "pb:" + Path("pb");
+  auto r = Ampc(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("on pb (" + Path("pb") + "): 256 train, 64 test"));
+  EXPECT_GT(AccuracyOfEpoch(r.out, 2), 0.9) << r.out;
 }
 
 TEST_F(TrainCommandTest, ErrorsAreOneLineWithTheRightExitCode) {

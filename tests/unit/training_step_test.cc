@@ -19,6 +19,7 @@
 #include "passes/registry.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/training_session.h"
+#include "tests/support/forward_models.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"
 
@@ -442,6 +443,124 @@ TEST(TrainingStep, FindNonFiniteNamesTheFirstOverflowAndTheParameters) {
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->first_value, "");
   EXPECT_TRUE(report->parameters.empty());
+}
+
+}  // namespace
+}  // namespace ampc
+
+namespace ampc {
+namespace {
+
+// Steps `session` `steps` times on `inputs`; the first and the last loss.
+std::pair<float, float> TrainSteps(TrainingSession& session, const NamedTensors& inputs,
+                                   int steps) {
+  float first = 0, last = 0;
+  for (int step = 0; step < steps; ++step) {
+    absl::StatusOr<StepResult> result = session.Step(inputs, 0.01f);
+    EXPECT_TRUE(result.ok()) << result.status();
+    if (!result.ok()) return {0, 0};
+    EXPECT_TRUE(result->applied) << "step " << step;
+    if (step == 0) first = result->loss;
+    last = result->loss;
+  }
+  return {first, last};
+}
+
+// `model` compiled by `passes` with `options`, opened on `backend`.
+absl::StatusOr<std::unique_ptr<TrainingSession>> CompileAndOpen(
+    onnx::ModelProto& model, const std::vector<std::string>& passes, const TrainingOptions& options,
+    CpuBackend& backend) {
+  if (absl::Status s = Compile(model, passes, options); !s.ok()) return s;
+  return TrainingSession::Create(model, DefaultRegistry(), backend);
+}
+
+// Labels 0, 1, ..., classes - 1, 0, 1, ... for `n` samples.
+Tensor Labels(int64_t n, int64_t classes) {
+  std::vector<int64_t> labels(n);
+  for (int64_t i = 0; i < n; ++i) labels[i] = i % classes;
+  return Int64s({n}, labels);
+}
+
+std::vector<float> Pattern(size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>((i * 37) % 11) / 5 - 1;
+  return v;
+}
+
+// Dropout in training mode (its mask feeds the backward) before LogSoftmax and a weighted
+// NegativeLogLikelihoodLoss: --train compiles it and the loss falls.
+TEST(TrainingStep, DropoutAndNegativeLogLikelihoodLossModelLearnsAFixedBatch) {
+  onnx::ModelProto model = testing::ParseModelText(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[8, 16] image, int64[8] label) => (float loss)
+<float[4, 16] w = {0.01, -0.02, 0.03, 0.0, 0.01, 0.02, -0.01, 0.0, 0.02, 0.01, 0.0, -0.03,
+  0.01, 0.0, 0.02, -0.01, 0.0, 0.01, -0.02, 0.03, 0.0, 0.01, 0.02, -0.01, 0.0, 0.02, 0.01, 0.0,
+  -0.03, 0.01, 0.0, 0.02, -0.01, 0.0, 0.01, -0.02, 0.03, 0.0, 0.01, 0.02, -0.01, 0.0, 0.02, 0.01,
+  0.0, -0.03, 0.01, 0.0, 0.02, -0.01, 0.0, 0.01, -0.02, 0.03, 0.0, 0.01, 0.02, -0.01, 0.0, 0.02,
+  0.01, 0.0, -0.03, 0.01}, float[4] b = {0, 0, 0, 0}, float ratio = {0.1},
+  bool training = {1}, float[4] cw = {1, 2, 1, 0.5}>
+{
+  h = Gemm <transB = 1> (image, w, b)
+  d, mask = Dropout <seed = 5> (h, ratio, training)
+  p = LogSoftmax(d)
+  loss = NegativeLogLikelihoodLoss <reduction = "mean"> (p, label, cw)
+})");
+  TrainingOptions options;
+  options.loss = "loss";
+  CpuBackend backend(1);
+  auto session = CompileAndOpen(model, kFullPipeline, options, backend);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const auto [first, last] = TrainSteps(
+      **session, {{"image", Floats({8, 16}, Pattern(8 * 16))}, {"label", Labels(8, 4)}}, 60);
+  EXPECT_LT(last, 0.5f * first) << "first loss " << first << ", last " << last;
+}
+
+const std::vector<std::string> kLossOpPipeline = {"verify-input", "infer-types", "loss-op",
+                                                  "training-step", "verify"};
+
+TEST(TrainingStep, LossOpCrossEntropyTrainsTheMlpsLogits) {
+  models::MlpOptions mlp;
+  mlp.layers = {16, 32, 4};
+  onnx::ModelProto model = testing::MlpWithoutLoss(mlp);
+  TrainingOptions options;
+  options.loss_op = "cross_entropy:logits";
+  CpuBackend backend(1);
+  auto session = CompileAndOpen(model, kLossOpPipeline, options, backend);
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_EQ(model.graph().output(model.graph().output_size() - 1).name(), "loss");
+  const auto [first, last] = TrainSteps(
+      **session, {{"image", Floats({8, 16}, Pattern(8 * 16))}, {"labels", Labels(8, 4)}}, 60);
+  EXPECT_LT(last, 0.25f * first) << "first loss " << first << ", last " << last;
+}
+
+TEST(TrainingStep, LossOpMseFitsALinearMap) {
+  onnx::ModelProto model = testing::ParseModelText(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[N, 3] x) => (float[N, 2] y)
+<float[3, 2] w = {0, 0, 0, 0, 0, 0}>
+{
+  y = MatMul(x, w)
+})");
+  TrainingOptions options;
+  options.loss_op = "mse:y";
+  options.optimizer = TrainingOptions::Optimizer::kSgd;
+  CpuBackend backend(1);
+  auto session = CompileAndOpen(model, kLossOpPipeline, options, backend);
+  ASSERT_TRUE(session.ok()) << session.status();
+  // target = x [[1, -1], [2, 0], [0, 3]]: the first SGD step's loss is mean(target^2).
+  const std::vector<float> x = {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1};
+  const std::vector<float> target = {1, -1, 2, 0, 0, 3, 3, 2};
+  double expected_first = 0;
+  for (float t : target) expected_first += t * t / 8.0;
+  absl::StatusOr<StepResult> step =
+      (*session)->Step({{"x", Floats({4, 3}, x)}, {"target", Floats({4, 2}, target)}}, 0.1f);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_NEAR(step->loss, expected_first, 1e-6);
+  float last = step->loss;
+  for (int i = 0; i < 400; ++i) {
+    step = (*session)->Step({{"x", Floats({4, 3}, x)}, {"target", Floats({4, 2}, target)}}, 0.1f);
+    ASSERT_TRUE(step.ok()) << step.status();
+    last = step->loss;
+  }
+  EXPECT_LT(last, 1e-3f) << "the map is exactly linear; SGD should fit it";
 }
 
 }  // namespace
