@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "tests/support/subprocess.h"
@@ -68,7 +69,8 @@ TEST_F(TrainCommandTest, LearnsSyntheticDataAndWritesMetricsAndTheModel) {
   const std::string csv = testing::ReadFileOrEmpty(Path("m.csv"));
   const std::vector<std::string> rows = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   ASSERT_EQ(rows.size(), 5u) << csv;  // header + steps 4, 8, 12, 16
-  EXPECT_EQ(rows[0], "step,loss,scale,grad_norm,skipped");
+  EXPECT_EQ(rows[0], "step,loss,scale,grad_norm,skipped,lr");
+  EXPECT_TRUE(absl::EndsWith(rows[4], ",0,0.5")) << rows[4];  // the constant rate of --lr 0.5
   EXPECT_TRUE(absl::StartsWith(rows[4], "16,")) << rows[4];
   EXPECT_TRUE(fs::exists(Path("out.onnx")));
 }
