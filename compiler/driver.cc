@@ -73,7 +73,9 @@ Flags:
   --train --loss=NAME    compile a training model (training_info: the training step) whose loss
                          is the scalar FP32 value NAME; with --optimizer=sgd|momentum|adam|adamw
                          (default adamw), --weight-decay, --momentum, --nesterov, --freeze=REGEX,
-                         --loss-scale=dynamic|static:V|none, --clip-grad-norm=N, --lr (recorded)
+                         --loss-scale=dynamic|static:V|none, --clip-grad-norm=N, --lr (recorded),
+                         --train-config=FILE.json (parameter groups, LR schedule, scaler;
+                         docs/training.md)
 
 Flags of ampc run:
   --input=NAME=FILE      a graph input from a .pb (TensorProto) or .npy file; repeat per input

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/exit_codes.h"
+#include "compiler/train_config.h"
 
 ABSL_FLAG(bool, train, false, "Compile a training model: training_info with the training step.");
 ABSL_FLAG(std::string, loss, "", "--train: the scalar loss value of the forward graph.");
@@ -77,6 +78,7 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
   options.loss = absl::GetFlag(FLAGS_loss);
   if (!options.enabled) {
     if (!options.loss.empty()) return UsageError("--loss needs --train");
+    if (!TrainConfigPath().empty()) return UsageError("--train-config needs --train");
     return options;
   }
   if (options.loss.empty()) return UsageError("--train needs --loss=NAME (the scalar loss value)");
@@ -95,6 +97,9 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
   options.clip_grad_norm = static_cast<float>(absl::GetFlag(FLAGS_clip_grad_norm));
   if (!(options.clip_grad_norm >= 0)) return UsageError("--clip-grad-norm must be >= 0");
   if (!(options.lr > 0)) return UsageError("--lr must be > 0");
+  if (!TrainConfigPath().empty()) {
+    if (absl::Status s = ApplyTrainConfig(TrainConfigPath(), options); !s.ok()) return s;
+  }
   return options;
 }
 
