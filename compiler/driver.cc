@@ -74,8 +74,10 @@ Flags:
                          is the scalar FP32 value NAME; with --optimizer=sgd|momentum|adam|adamw
                          (default adamw), --weight-decay, --momentum, --nesterov, --freeze=REGEX,
                          --loss-scale=dynamic|static:V|none, --clip-grad-norm=N,
-                         --accumulate=K (micro-batches per optimizer step), --lr (recorded);
-                         the step's forward and backward run in the --dtype the autocast chose
+                         --accumulate=K (micro-batches per optimizer step), --lr (recorded),
+                         --train-config=FILE.json (parameter groups, LR schedule, scaler;
+                         docs/training.md); the step's forward and backward run in the dtypes
+                         autocast chose (--dtype)
 
 Flags of ampc run:
   --input=NAME=FILE      a graph input from a .pb (TensorProto) or .npy file; repeat per input

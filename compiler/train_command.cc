@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "compiler/exit_codes.h"
+#include "compiler/lr_schedule.h"
 #include "compiler/model_io.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "passes/training_state.h"
@@ -32,15 +33,18 @@ ABSL_FLAG(int64_t, batch, 64, "ampc train: samples per step.");
 ABSL_FLAG(int64_t, epochs, 2, "ampc train: epochs in all, counting those the model has done.");
 constexpr double kDefaultLearningRate = 0.01;
 ABSL_FLAG(double, lr, kDefaultLearningRate,
-          "the learning rate: recorded by --train; ampc train's constant schedule (default: the "
-          "model's recorded one).");
-ABSL_FLAG(std::string, metrics, "", "ampc train: append step,loss,scale,grad_norm,skipped here.");
+          "the learning rate: recorded by --train; ampc train's base rate of the schedule "
+          "(default: the model's recorded one).");
+ABSL_FLAG(std::string, metrics, "",
+          "ampc train: append step,loss,scale,grad_norm,skipped,lr here.");
 ABSL_FLAG(std::string, save, "", "ampc train: save the model and its training state here.");
 ABSL_FLAG(bool, resume, false, "ampc train: continue from the --save file when it exists.");
 ABSL_FLAG(int64_t, log_every, 50, "ampc train: batches per progress line and metrics row.");
 ABSL_FLAG(uint64_t, seed, 0, "ampc train: seed of the data order.");
-ABSL_FLAG(int64_t, max_consecutive_skips, 100,
-          "ampc train: stop with an error after this many skipped steps in a row.");
+constexpr int64_t kDefaultMaxConsecutiveSkips = 100;
+ABSL_FLAG(int64_t, max_consecutive_skips, 0,
+          "ampc train: stop with an error after this many skipped steps in a row (0: the model's "
+          "metadata ampc.max_consecutive_skips, else 100).");
 ABSL_DECLARE_FLAG(std::string, device);
 ABSL_DECLARE_FLAG(int, threads);
 
@@ -104,30 +108,63 @@ absl::StatusOr<float> BaseLearningRate(const onnx::ModelProto& model) {
   return static_cast<float>(flag);
 }
 
-// K of --accumulate: micro-batches per optimizer step (model metadata; 1 when absent).
-absl::StatusOr<int64_t> MicroBatchesPerStep(const onnx::ModelProto& model) {
-  for (const onnx::StringStringEntryProto& entry : model.metadata_props()) {
-    if (entry.key() != kAccumulateKey) continue;
-    int64_t k = 0;
-    if (!absl::SimpleAtoi(entry.value(), &k) || k < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("metadata ", kAccumulateKey, " = '",
-                                                     entry.value(), "' is not a positive count"));
-    }
-    return k;
-  }
-  return 1;
-}
-
 // The batches a session has run: whole windows (applied or skipped) and the open one's.
 int64_t BatchesRun(const StepResult& state, int64_t accumulate) {
   return (state.step + state.skipped_steps) * accumulate + state.micro_step;
 }
 
-// The learning rate of the next step; constant for now. Schedules take `applied_steps`, so a
-// skipped step does not advance them.
-float LearningRate(float base, int64_t applied_steps) {
-  (void)applied_steps;
-  return base;
+// The value of metadata entry `key`, or nullptr.
+const std::string* Metadata(const onnx::ModelProto& model, const std::string& key) {
+  for (const onnx::StringStringEntryProto& entry : model.metadata_props()) {
+    if (entry.key() == key) return &entry.value();
+  }
+  return nullptr;
+}
+
+// The model's schedule (metadata ampc.lr_schedule; constant without it).
+absl::StatusOr<LrSchedule> Schedule(const onnx::ModelProto& model, float base) {
+  const std::string* text = Metadata(model, "ampc.lr_schedule");
+  if (text == nullptr) return LrSchedule{};
+  Json json;
+  try {
+    json = Json::parse(*text);
+  } catch (const Json::parse_error&) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metadata ampc.lr_schedule = '", *text, "' is not JSON"));
+  }
+  absl::StatusOr<LrSchedule> schedule = LrScheduleFromJson(json, "metadata ampc.lr_schedule");
+  if (schedule.ok() && schedule->min_lr > base) {
+    return UsageError(absl::StrCat("--lr ", base, " is below the schedule's min_lr ",
+                                   schedule->min_lr, " (metadata ampc.lr_schedule)"));
+  }
+  return schedule;
+}
+
+// K of --accumulate: micro-batches per optimizer step (metadata ampc.accumulate; 1 without it).
+absl::StatusOr<int64_t> MicroBatchesPerStep(const onnx::ModelProto& model) {
+  const std::string* text = Metadata(model, kAccumulateKey);
+  if (text == nullptr) return 1;
+  int64_t k = 0;
+  if (!absl::SimpleAtoi(*text, &k) || k < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metadata ", kAccumulateKey, " = '", *text, "' is not a positive count"));
+  }
+  return k;
+}
+
+// --max-consecutive-skips when given (> 0), else the model's metadata, else 100.
+absl::StatusOr<int64_t> MaxConsecutiveSkips(const onnx::ModelProto& model) {
+  if (absl::GetFlag(FLAGS_max_consecutive_skips) > 0) {
+    return absl::GetFlag(FLAGS_max_consecutive_skips);
+  }
+  const std::string* text = Metadata(model, "ampc.max_consecutive_skips");
+  if (text == nullptr) return kDefaultMaxConsecutiveSkips;
+  int64_t limit = 0;
+  if (!absl::SimpleAtoi(*text, &limit) || limit < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("metadata ampc.max_consecutive_skips = '", *text,
+                                                   "' is not a positive integer"));
+  }
+  return limit;
 }
 
 // Accuracy on the test set: argmax of the logits against the labels.
@@ -178,12 +215,14 @@ class Progress {
     const bool header = !append || !std::filesystem::exists(path);
     metrics_.open(path, append ? std::ios::app : std::ios::trunc);
     if (!metrics_) return absl::UnavailableError(absl::StrCat(path, ": cannot write"));
-    if (header) metrics_ << "step,loss,scale,grad_norm,skipped\n";
+    if (header) metrics_ << "step,loss,scale,grad_norm,skipped,lr\n";
     return absl::OkStatus();
   }
 
-  // Called after every step: the bar redraws each step; lines and CSV rows every log_every.
-  void Record(int64_t batches_run, int64_t epoch, int64_t batch_size, const StepResult& r) {
+  // Called after every step (run at learning rate `lr`): the bar redraws each step; lines and CSV
+  // rows every log_every.
+  void Record(int64_t batches_run, int64_t epoch, int64_t batch_size, const StepResult& r,
+              float lr) {
     if (std::isfinite(r.loss)) {
       loss_sum_ += r.loss;
       ++losses_;
@@ -208,8 +247,8 @@ class Progress {
     }
     if (!log) return;
     if (metrics_.is_open()) {
-      metrics_ << absl::StrFormat("%d,%.6g,%.6g,%.6g,%d\n", batches_run, loss, r.scale, r.grad_norm,
-                                  r.skipped_steps)
+      metrics_ << absl::StrFormat("%d,%.6g,%.6g,%.6g,%d,%.9g\n", batches_run, loss, r.scale,
+                                  r.grad_norm, r.skipped_steps, lr)
                << std::flush;
     }
     if (!tty_) {
@@ -278,6 +317,9 @@ absl::StatusOr<std::string> CheckFlags(const std::vector<std::string>& args) {
   }
   if (absl::GetFlag(FLAGS_data).empty()) return UsageError("ampc train needs --data SOURCE");
   if (absl::GetFlag(FLAGS_batch) < 1) return UsageError("--batch must be at least 1");
+  if (absl::GetFlag(FLAGS_max_consecutive_skips) < 0) {
+    return UsageError("--max-consecutive-skips must be >= 1 (or 0: the model's, else 100)");
+  }
   const std::string save = absl::GetFlag(FLAGS_save);
   if (absl::GetFlag(FLAGS_resume) && save.empty()) {
     return UsageError("--resume continues from the --save file; give --save");
@@ -297,6 +339,8 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
   AMPC_ASSIGN_OR_RETURN(const float base_lr, BaseLearningRate(loaded.model));
   AMPC_ASSIGN_OR_RETURN(const int64_t accumulate, MicroBatchesPerStep(loaded.model));
+  AMPC_ASSIGN_OR_RETURN(const LrSchedule schedule, Schedule(loaded.model, base_lr));
+  AMPC_ASSIGN_OR_RETURN(const int64_t max_skips, MaxConsecutiveSkips(loaded.model));
   CpuBackend backend(absl::GetFlag(FLAGS_threads));
   absl::StatusOr<std::unique_ptr<TrainingSession>> created =
       TrainingSession::Create(std::move(loaded.model), DefaultRegistry(), backend);
@@ -329,20 +373,20 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
     for (int64_t i = batches_run % per_epoch; i < per_epoch; ++i) {
       const std::span<const int64_t> indices(order.data() + i * batch, batch);
       AMPC_ASSIGN_OR_RETURN(Batch b, MakeBatch(data.train, indices, feeding.sample_shape));
+      // At ampc.step, the optimizer steps applied: a skipped step does not advance the schedule.
+      const float lr = static_cast<float>(ScheduledLearningRate(schedule, base_lr, state.step));
       absl::StatusOr<StepResult> result =
-          session.Step({{feeding.image_input, b.images}, {feeding.label_input, b.labels}},
-                       LearningRate(base_lr, state.step));
+          session.Step({{feeding.image_input, b.images}, {feeding.label_input, b.labels}}, lr);
       if (!result.ok()) {
         return absl::Status(result.status().code(), absl::StrCat(path, ": step ", batches_run + 1,
                                                                  ": ", result.status().message()));
       }
       state = *result;
       ++batches_run;
-      progress.Record(batches_run, epoch, batch, state);
-      if (state.consecutive_skips >= absl::GetFlag(FLAGS_max_consecutive_skips)) {
+      progress.Record(batches_run, epoch, batch, state, lr);
+      if (state.consecutive_skips >= max_skips) {
         return TooManySkips(session, path, batches_run, state,
-                            {{feeding.image_input, b.images}, {feeding.label_input, b.labels}},
-                            LearningRate(base_lr, state.step));
+                            {{feeding.image_input, b.images}, {feeding.label_input, b.labels}}, lr);
       }
     }
     AMPC_ASSIGN_OR_RETURN(double accuracy, TestAccuracy(session, data.test, feeding, batch));

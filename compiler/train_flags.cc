@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/exit_codes.h"
+#include "compiler/train_config.h"
 #include "passes/loss_op.h"
 
 ABSL_FLAG(bool, train, false, "Compile a training model: training_info with the training step.");
@@ -85,6 +86,7 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
   if (!options.enabled) {
     if (!options.loss.empty()) return UsageError("--loss needs --train");
     if (!options.loss_op.empty()) return UsageError("--loss-op needs --train");
+    if (!TrainConfigPath().empty()) return UsageError("--train-config needs --train");
     return options;
   }
   if (!options.loss_op.empty()) {
@@ -119,6 +121,9 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
                                    ": expected a count of micro-batches from 1 to 16777216"));
   }
   if (!(options.lr > 0)) return UsageError("--lr must be > 0");
+  if (!TrainConfigPath().empty()) {
+    if (absl::Status s = ApplyTrainConfig(TrainConfigPath(), options); !s.ok()) return s;
+  }
   return options;
 }
 

@@ -3,12 +3,30 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ampc {
 
 struct TrainingOptions {
   enum class Optimizer { kSgd, kMomentum, kAdam, kAdamW };
   enum class LossScale { kDefault, kDynamic, kStatic, kNone };  // kDefault: dynamic for FP16
+
+  // The optimizer of a parameter group of --train-config (docs/training.md): every field is
+  // resolved (what the file leaves out comes from the command line), but weight_decay < 0, which
+  // is the group optimizer's default (passes/param_groups.h).
+  struct Group {
+    std::string params;  // RE2, full match on the parameter's name
+    std::string where;   // for messages: "FILE: groups[i]"
+    Optimizer optimizer = Optimizer::kAdamW;
+    float lr_scale = 1.0f;  // the group's learning rate is ampc.lr * lr_scale
+    float weight_decay = -1.0f;
+    float momentum = 0.9f;
+    float dampening = 0.0f;
+    bool nesterov = false;
+    float beta1 = 0.9f;
+    float beta2 = 0.999f;
+    float epsilon = 1e-8f;
+  };
 
   bool enabled = false;
   std::string loss;    // the scalar loss value of the forward graph
@@ -36,6 +54,14 @@ struct TrainingOptions {
   int64_t hysteresis = 1;
   float min_scale = 0.0f;  // 0: none
   float max_scale = 0.0f;  // 0: none
+
+  // --train-config: parameter groups (the first whose regex matches a parameter takes it; the
+  // fields above are the default group), the LR schedule as the canonical JSON recorded in the
+  // metadata ampc.lr_schedule (empty: none recorded, constant), and ampc train's limit of
+  // consecutive skipped steps recorded as metadata ampc.max_consecutive_skips (0: none recorded).
+  std::vector<Group> groups;
+  std::string lr_schedule;
+  int64_t max_consecutive_skips = 0;
 };
 
 }  // namespace ampc

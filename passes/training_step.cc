@@ -2,12 +2,15 @@
 
 #include <onnx/defs/attr_proto_util.h>
 
+#include <map>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "passes/ampc_grad_ops.h"
 #include "passes/ampc_ops.h"
 #include "passes/autodiff.h"
 #include "passes/name_allocator.h"
+#include "passes/param_groups.h"
 #include "passes/training_state.h"
 
 namespace ampc {
@@ -74,39 +77,29 @@ Scaling ScalingOf(const TrainingOptions& options, int low_dtype) {
   return {false, 1.0f};
 }
 
-bool UsesAdam(const TrainingOptions& o) {
-  return o.optimizer == TrainingOptions::Optimizer::kAdam ||
-         o.optimizer == TrainingOptions::Optimizer::kAdamW;
-}
-
-float WeightDecay(const TrainingOptions& o) {
-  if (o.weight_decay >= 0) return o.weight_decay;
-  return o.optimizer == TrainingOptions::Optimizer::kAdamW ? 0.01f : 0.0f;
-}
-
 // The optimizer's state items of parameter `p`.
-std::vector<std::string> MomentNames(const TrainingOptions& o, const std::string& p) {
+std::vector<std::string> MomentNames(const ParamGroup& o, const std::string& p) {
   if (UsesAdam(o)) return {p + ".ampc.m", p + ".ampc.v"};
   if (o.optimizer == TrainingOptions::Optimizer::kMomentum) return {p + ".ampc.momentum"};
   return {};
 }
 
-// One optimizer node updating `p` with the unscaled gradient `u`.
-void EmitOptimizer(StepWriter& w, const TrainingOptions& o, const std::string& p,
-                   const std::string& u, const std::string& skip, const std::string& first,
+// One optimizer node updating `p` with the unscaled gradient `u` at learning rate `lr`.
+void EmitOptimizer(StepWriter& w, const ParamGroup& o, const std::string& p, const std::string& u,
+                   const std::string& lr, const std::string& skip, const std::string& first,
                    const std::string& step_after) {
   std::vector<std::string> outputs = {NextName(p)};
   const std::vector<std::string> moments = MomentNames(o, p);
   for (const std::string& moment : moments) outputs.push_back(NextName(moment));
   if (UsesAdam(o)) {
-    w.Node("Adam", {skip, kLearningRate, step_after, p, u, moments[0], moments[1]}, outputs,
+    w.Node("Adam", {skip, lr, step_after, p, u, moments[0], moments[1]}, outputs,
            {MakeAttribute("beta1", o.beta1), MakeAttribute("beta2", o.beta2),
             MakeAttribute("epsilon", o.epsilon), MakeAttribute("weight_decay", WeightDecay(o)),
             MakeAttribute("decoupled", int64_t{o.optimizer == TrainingOptions::Optimizer::kAdamW})},
            kAmpcDomain);
     return;
   }
-  std::vector<std::string> inputs = {skip, kLearningRate, first, p, u};
+  std::vector<std::string> inputs = {skip, lr, first, p, u};
   const bool momentum = o.optimizer == TrainingOptions::Optimizer::kMomentum && o.momentum != 0;
   if (momentum) {
     inputs.push_back(moments[0]);
@@ -196,6 +189,39 @@ void EmitCounters(StepWriter& w, const Window& window, const std::string& failed
          {NextName(kNonfiniteLossSteps)});
 }
 
+// The learning rate of each parameter: ampc.lr, or one Mul(ampc.lr, lr_scale) per distinct
+// lr_scale other than 1, which the parameters of that scale share.
+std::vector<std::string> GroupLearningRates(StepWriter& w, const std::vector<ParamGroup>& groups) {
+  std::vector<std::string> lrs;
+  std::map<float, std::string> scaled;
+  for (const ParamGroup& group : groups) {
+    if (group.lr_scale == 1.0f) {
+      lrs.push_back(kLearningRate);
+      continue;
+    }
+    auto [at, added] = scaled.try_emplace(group.lr_scale);
+    if (added) at->second = w.Op("Mul", {kLearningRate, w.Float(group.lr_scale)}, "ampc.lr.scaled");
+    lrs.push_back(at->second);
+  }
+  return lrs;
+}
+
+// What ampc train reads from the model's metadata: ampc.lr always, ampc.lr_schedule and
+// ampc.max_consecutive_skips when --train-config set them, ampc.accumulate when K > 1.
+void RecordTrainerSettings(onnx::ModelProto& model, const TrainingOptions& options) {
+  auto record = [&](const std::string& key, const std::string& value) {
+    onnx::StringStringEntryProto& entry = *model.add_metadata_props();
+    entry.set_key(key);
+    entry.set_value(value);
+  };
+  record(kLearningRate, absl::StrCat(options.lr));
+  if (!options.lr_schedule.empty()) record("ampc.lr_schedule", options.lr_schedule);
+  if (options.max_consecutive_skips > 0) {
+    record("ampc.max_consecutive_skips", absl::StrCat(options.max_consecutive_skips));
+  }
+  if (options.accumulate > 1) record(kAccumulateKey, absl::StrCat(options.accumulate));
+}
+
 // Initializers of the forward that the step's forward copy updates: the running statistics of a
 // BatchNormalization the autodiff put in training mode (its outputs 1 and 2). Each new value is
 // named `<state>.ampc.next`. Returns the initializers, in node order.
@@ -273,20 +299,23 @@ absl::Status AssembleTrainingStep(onnx::ModelProto& model, const TrainingOptions
       TrainableParameters(**index, options.loss, options.freeze);
   if (!params.ok()) return params.status();
   if (params->empty()) return absl::InvalidArgumentError("no trainable parameters reach the loss");
+  absl::StatusOr<std::vector<ParamGroup>> groups = ResolveParamGroups(options, *params);
+  if (!groups.ok()) return groups.status();
 
   // State items: the optimizer's moments, then the scaler state and counters.
   const Scaling scaling = ScalingOf(options, low_dtype);
   std::vector<StateItem> state;
   absl::flat_hash_set<std::string> initializers;
   for (const onnx::TensorProto& t : graph.initializer()) initializers.insert(t.name());
-  for (const std::string& p : *params) {
+  for (size_t i = 0; i < params->size(); ++i) {
+    const std::string& p = (*params)[i];
     const onnx::TypeProto* type = (*index)->Type(p);
     std::vector<int64_t> dims;
     for (const auto& dim : type->tensor_type().shape().dim()) dims.push_back(dim.dim_value());
     if (type->tensor_type().elem_type() != kFloat) {
       return absl::InvalidArgumentError(absl::StrCat("parameter '", p, "' is not FP32"));
     }
-    for (const std::string& moment : MomentNames(options, p))
+    for (const std::string& moment : MomentNames((*groups)[i], p))
       state.push_back({moment, kFloat, dims});
     if (options.accumulate > 1) state.push_back({AccumulatorName(p), kFloat, dims});
   }
@@ -365,8 +394,9 @@ absl::Status AssembleTrainingStep(onnx::ModelProto& model, const TrainingOptions
   w.Node("Where", {skip, w.Float(0.0f), norm}, {kGradNorm});
   const std::string first = w.Op("Equal", {kStep, w.Int(0)}, "ampc.first");
   const std::string step_after = w.Op("Add", {kStep, w.Int(1)}, "ampc.step_after");
+  const std::vector<std::string> lrs = GroupLearningRates(w, *groups);
   for (size_t i = 0; i < params->size(); ++i) {
-    EmitOptimizer(w, options, (*params)[i], unscaled[i], skip, first, step_after);
+    EmitOptimizer(w, (*groups)[i], (*params)[i], unscaled[i], lrs[i], skip, first, step_after);
   }
   EmitCounters(w, window, failed);
 
@@ -400,14 +430,7 @@ absl::Status AssembleTrainingStep(onnx::ModelProto& model, const TrainingOptions
     opset.set_domain(kAmpcDomain);
     opset.set_version(kAmpcOpsetVersion);
   }
-  onnx::StringStringEntryProto& lr = *model.add_metadata_props();
-  lr.set_key(kLearningRate);
-  lr.set_value(absl::StrCat(options.lr));
-  if (options.accumulate > 1) {
-    onnx::StringStringEntryProto& accumulate = *model.add_metadata_props();
-    accumulate.set_key(kAccumulateKey);
-    accumulate.set_value(absl::StrCat(options.accumulate));
-  }
+  RecordTrainerSettings(model, options);
   return AddFunctions(model, step, warnings);
 }
 

@@ -8,13 +8,17 @@
 #include <fstream>
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "models/mlp.h"
 #include "runtime/data_readers.h"
+#include "runtime/npy.h"
 #include "runtime/tensor_proto.h"
 #include "tests/support/forward_models.h"
+#include "tests/support/model_text.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/tensors.h"
 #include "tests/support/training_models.h"
 
 namespace ampc {
@@ -73,7 +77,8 @@ TEST_F(TrainCommandTest, LearnsSyntheticDataAndWritesMetricsAndTheModel) {
   const std::string csv = testing::ReadFileOrEmpty(Path("m.csv"));
   const std::vector<std::string> rows = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   ASSERT_EQ(rows.size(), 5u) << csv;  // header + steps 4, 8, 12, 16
-  EXPECT_EQ(rows[0], "step,loss,scale,grad_norm,skipped");
+  EXPECT_EQ(rows[0], "step,loss,scale,grad_norm,skipped,lr");
+  EXPECT_TRUE(absl::EndsWith(rows[4], ",0,0.5")) << rows[4];  // the constant rate of --lr 0.5
   EXPECT_TRUE(absl::StartsWith(rows[4], "16,")) << rows[4];
   EXPECT_TRUE(fs::exists(Path("out.onnx")));
 }
@@ -221,6 +226,117 @@ TEST_F(TrainCommandTest, TooManySkippedStepsNameTheFirstNonFiniteGradient) {
   EXPECT_THAT(r.err, HasSubstr("/grad/"));
   EXPECT_THAT(r.err, HasSubstr("non-finite gradients: "));
   EXPECT_FALSE(fs::exists(Path("out.onnx")));
+}
+
+// A forward softmax regression of 4 features and 3 classes, compiled with `ampc --train` and
+// --train-config `config`, as Path("compiled.onnx"); and npy:DIR data of 16 training samples,
+// sample 5 holding a NaN (its batch's step is skipped), and 6 test samples.
+class ScheduledTrainingTest : public TrainCommandTest {
+ protected:
+  void Compile(const std::string& config) {
+    const onnx::ModelProto forward = testing::ParseModelText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N, 4] image, int64[N] label) => (float loss, float[N, 3] logits)
+<float[3, 4] W = {0.1, -0.2, 0.3, 0.0, -0.1, 0.2, 0.0, 0.1, 0.05, 0.0, -0.3, 0.2},
+ float[3] B = {0.0, 0.1, -0.1}>
+{
+  logits = Gemm <transB = 1> (image, W, B)
+  loss = SoftmaxCrossEntropyLoss <reduction = "mean"> (logits, label)
+}
+)");
+    std::ofstream(Path("forward.onnx"), std::ios::binary) << forward.SerializeAsString();
+    std::ofstream(Path("cfg.json"), std::ios::binary) << config;
+    auto r = Ampc({Path("forward.onnx"), "-o", Path("compiled.onnx"), "--train", "--loss=loss",
+                   "--lr=0.1", "--train-config=" + Path("cfg.json")});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    fs::create_directory(Path("data"));
+    std::vector<float> images(16 * 4);
+    std::vector<int64_t> labels(16);
+    for (size_t i = 0; i < images.size(); ++i) images[i] = static_cast<float>(i % 7) / 7 - 0.4f;
+    for (size_t n = 0; n < labels.size(); ++n) labels[n] = static_cast<int64_t>(n % 3);
+    images[5 * 4 + 2] = NAN;
+    auto npy = [&](const std::string& name, const Tensor& t) {
+      std::ofstream(Path("data/" + name), std::ios::binary) << EncodeNpy(t);
+    };
+    npy("train-images.npy", testing::Floats({16, 4}, images));
+    npy("train-labels.npy", testing::Int64s({16}, labels));
+    images.resize(6 * 4);
+    images[5 * 4 + 2] = 0;
+    labels.resize(6);
+    npy("test-images.npy", testing::Floats({6, 4}, images));
+    npy("test-labels.npy", testing::Int64s({6}, labels));
+  }
+  std::vector<std::string> Train(const std::vector<std::string>& more) {
+    std::vector<std::string> args = {"train",       Path("compiled.onnx"),
+                                     "--data",      "npy:" + Path("data"),
+                                     "--batch",     "2",
+                                     "--epochs",    "2",
+                                     "--log-every", "1",
+                                     "--device",    "cpu"};
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  }
+  // The metrics rows after the header: step, skipped and lr of every step.
+  struct Row {
+    int64_t step = 0, skipped = 0;
+    double lr = 0;
+    std::string lr_text;
+  };
+  std::vector<Row> Rows(const std::string& csv_path) {
+    std::vector<Row> rows;
+    const std::string csv = testing::ReadFileOrEmpty(csv_path);
+    for (absl::string_view line : absl::StrSplit(csv, '\n', absl::SkipEmpty())) {
+      const std::vector<std::string> cells = absl::StrSplit(line, ',');
+      if (cells.size() != 6 || cells[0] == "step") continue;
+      Row row;
+      row.lr_text = cells[5];
+      EXPECT_TRUE(absl::SimpleAtoi(cells[0], &row.step) &&
+                  absl::SimpleAtoi(cells[4], &row.skipped) && absl::SimpleAtod(cells[5], &row.lr))
+          << line;
+      rows.push_back(row);
+    }
+    return rows;
+  }
+};
+
+TEST_F(ScheduledTrainingTest, TheScheduleAdvancesOnAppliedStepsOnly) {
+  // Warm-up over 100 applied steps: the rate of a step is 0.1 * (applied steps before it + 1) /
+  // 100, so every step reads the number of steps applied before it.
+  Compile(R"({"schedule": {"type": "linear_warmup", "warmup_steps": 100}})");
+  auto r = Ampc(Train({"--metrics", Path("m.csv")}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("epoch 2: test accuracy"));
+  const std::vector<Row> rows = Rows(Path("m.csv"));
+  ASSERT_EQ(rows.size(), 16u);
+  int64_t skipped_before = 0, repeats = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int64_t applied_before = rows[i].step - 1 - skipped_before;
+    EXPECT_NEAR(rows[i].lr, 0.1 * static_cast<double>(applied_before + 1) / 100, 1e-9)
+        << "step " << rows[i].step;
+    const bool skipped = rows[i].skipped > skipped_before;
+    if (skipped && i + 1 < rows.size()) {
+      EXPECT_EQ(rows[i + 1].lr_text, rows[i].lr_text) << "the step after a skipped one";
+      ++repeats;
+    }
+    skipped_before = rows[i].skipped;
+  }
+  EXPECT_EQ(skipped_before, 2);  // the NaN sample's batch, once per epoch
+  EXPECT_GE(repeats, 1);
+  // --lr overrides the recorded base rate; the schedule still applies.
+  r = Ampc(Train({"--metrics", Path("m2.csv"), "--lr", "0.4"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<Row> again = Rows(Path("m2.csv"));
+  ASSERT_FALSE(again.empty());
+  EXPECT_NEAR(again[0].lr, 0.004, 1e-9);
+}
+
+TEST_F(ScheduledTrainingTest, TheRecordedSkipLimitStopsTrainingUnlessTheFlagIsGiven) {
+  Compile(R"({"scaler": {"max_consecutive_skips": 1}})");
+  auto r = Ampc(Train({}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("1 steps in a row were skipped"));
+  r = Ampc(Train({"--max-consecutive-skips", "2"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 TEST_F(TrainCommandTest, SoftmaxRegressionLearnsFashionMnist) {
