@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "passes/ampc_function_text.h"
 #include "passes/ampc_grad_ops.h"
+#include "passes/conv_pool_grad_functions.h"
 
 namespace ampc {
 namespace {
@@ -243,6 +244,10 @@ absl::StatusOr<onnx::FunctionProto> GradientFunctionBody(const onnx::NodeProto& 
     body = BatchNormalizationGradBody();
   } else if (op == "MaxPoolGrad") {
     body = MaxPoolGradBody();
+  } else if (op == "ConvGrad") {
+    body = ConvGradBody(node);
+  } else if (op == "AveragePoolGrad") {
+    body = AveragePoolGradBody(node);
   } else {
     return absl::NotFoundError(absl::StrCat("ai.ampc.", op, " has no function body"));
   }
