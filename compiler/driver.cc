@@ -16,6 +16,7 @@
 #include "compiler/autocast_flags.h"
 #include "compiler/cli_args.h"
 #include "compiler/exit_codes.h"
+#include "compiler/extract_step.h"
 #include "compiler/file_io.h"
 #include "compiler/model_io.h"
 #include "compiler/printer.h"
@@ -53,6 +54,10 @@ Usage:
        [--log-every 50] [--seed 0] [--device auto|cpu]
                                 train a compiled training model (ampc MODEL --train); print
                                 the test accuracy after each epoch
+  ampc extract-step MODEL -o STEP [--with-state]
+                                write the training step of a compiled training model as a
+                                standalone ONNX model: state in as graph inputs, the loss,
+                                ampc.applied, ampc.grad_norm and each STATE.ampc.next out
   ampc --version | --help
 
 Flags:
@@ -78,6 +83,10 @@ Flags:
                          --train-config=FILE.json (parameter groups, LR schedule, scaler;
                          docs/training.md); the step's forward and backward run in the dtypes
                          autocast chose (--dtype)
+
+Flags of ampc extract-step:
+  --with-state           give every state input its current value as an initializer (an
+                         input with a default), so one step needs only the data and ampc.lr
 
 Flags of ampc run:
   --input=NAME=FILE      a graph input from a .pb (TensorProto) or .npy file; repeat per input
@@ -260,6 +269,7 @@ absl::Status Dispatch(const CommandLine& line) {
   if (args[0] == "print") return Print(args);
   if (args[0] == "explain") return Explain(args);
   if (args[0] == "train") return TrainCommand(args);
+  if (args[0] == "extract-step") return ExtractStepCommand(args);
   if (args[0] == "run")
     return RunModelCommand(args, line.repeated.count("input") ? line.repeated.at("input")
                                                               : std::vector<std::string>{});

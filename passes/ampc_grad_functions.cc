@@ -9,6 +9,7 @@
 #include "absl/strings/str_replace.h"
 #include "passes/ampc_function_text.h"
 #include "passes/ampc_grad_ops.h"
+#include "passes/conv_pool_grad_functions.h"
 
 namespace ampc {
 namespace {
@@ -220,18 +221,21 @@ dbias = CastLike (db_flat, scale)
 )"};
 }
 
+// The scatter adds in FP64 (exact for every float type, rounded once by the CastLike): onnxruntime's
+// CPU provider has no FP16 ScatterElements with reduction add.
 Body MaxPoolGradBody() {
   return {{"dy", "indices", "x"}, {"dx"}, {}, R"(
 flat = Constant <value_ints = [-1]> ()
 x_shape = Shape (x)
 size = Size (x)
 size_1 = Reshape (size, flat)
-zeros_f = ConstantOfShape (size_1)
-zeros = CastLike (zeros_f, dy)
+zeros = ConstantOfShape <value = double[1] {0.0}> (size_1)
 dy_flat = Reshape (dy, flat)
+dy_f = Cast <to = 11> (dy_flat)
 indices_flat = Reshape (indices, flat)
-sum = ScatterElements <axis = 0, reduction = "add"> (zeros, indices_flat, dy_flat)
-dx = Reshape (sum, x_shape)
+sum = ScatterElements <axis = 0, reduction = "add"> (zeros, indices_flat, dy_f)
+sum_t = CastLike (sum, dy)
+dx = Reshape (sum_t, x_shape)
 )"};
 }
 
@@ -255,6 +259,10 @@ absl::StatusOr<onnx::FunctionProto> GradientFunctionBody(const onnx::NodeProto& 
     body = BatchNormalizationGradBody();
   } else if (op == "MaxPoolGrad") {
     body = MaxPoolGradBody();
+  } else if (op == "ConvGrad") {
+    body = ConvGradBody(node);
+  } else if (op == "AveragePoolGrad") {
+    body = AveragePoolGradBody(node);
   } else {
     return absl::NotFoundError(absl::StrCat("ai.ampc.", op, " has no function body"));
   }

@@ -13,12 +13,14 @@ namespace ampc {
 void RegisterGradientOpSchemas();
 
 // The body of the gradient op `node` (domain ai.ampc) in standard ops of `onnx_opset` (>= 16).
-// Hyper-parameters are attribute references (@axis, @ignore_index, ...), so nodes that differ
-// only in them share the body; what changes the body's structure is fixed from `node`: its arity
-// (SoftmaxCrossEntropyLossGrad's weights) and SoftmaxCrossEntropyLossGrad's `reduction`. A node
-// calling the function states every attribute the body reads (IR 8: no defaults);
-// SoftmaxCrossEntropyLossGrad without ignore_index reads none. NotFound for an op without a body
-// (ConvGrad and AveragePoolGrad for now).
+// Hyper-parameters are attribute references (@axis, @ignore_index, @strides, ...), so nodes that
+// differ only in them share the body; what changes the body's structure is fixed from `node`: its
+// arity (SoftmaxCrossEntropyLossGrad's weights), SoftmaxCrossEntropyLossGrad's `reduction`,
+// ConvGrad's and AveragePoolGrad's `auto_pad`, and which of strides, pads and count_include_pad
+// an AveragePoolGrad states (the ones it leaves out are ONNX's defaults in the body). A node
+// calling the function states every attribute the body reads as a value (IR 8: no defaults);
+// ConvGrad's attributes only pass on to Conv and ConvTranspose, whose defaults are Conv's, so it
+// may leave any of them out. NotFound for an op without a body.
 absl::StatusOr<onnx::FunctionProto> GradientFunctionBody(const onnx::NodeProto& node,
                                                          int onnx_opset = 17);
 

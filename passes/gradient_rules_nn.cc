@@ -2,6 +2,8 @@
 // (docs/training-design.md, "Gradient ops"), since standard ONNX has no clean expression.
 #include <onnx/defs/attr_proto_util.h>
 
+#include <algorithm>
+
 #include "passes/ampc_ops.h"
 #include "passes/gradient_rules.h"
 
@@ -9,7 +11,9 @@ namespace ampc {
 namespace {
 
 // Appends ai.ampc `op` with `outputs` outputs; output i is named only where input slot
-// `output_slots[i]` needs a gradient ("" otherwise), and becomes that slot's gradient.
+// `output_slots[i]` needs a gradient ("" otherwise), and becomes that slot's gradient. Trailing
+// unnamed outputs stay: the node calls a model-local function with every one of its outputs
+// (ONNX's function inference rejects a call with fewer).
 absl::Status AmpcGrad(GradientContext& c, const std::string& op,
                       const std::vector<std::string>& inputs, const std::vector<int>& output_slots,
                       std::vector<onnx::AttributeProto> attributes) {
@@ -19,9 +23,6 @@ absl::Status AmpcGrad(GradientContext& c, const std::string& op,
   for (size_t i = 0; i < output_slots.size(); ++i) {
     if (!c.NeedsGrad(output_slots[i])) node.set_output(static_cast<int>(i), "");
     c.SetGrad(output_slots[i], node.output(static_cast<int>(i)));
-  }
-  while (node.output_size() > 0 && node.output(node.output_size() - 1).empty()) {
-    node.mutable_output()->RemoveLast();
   }
   return absl::OkStatus();
 }
@@ -110,10 +111,35 @@ absl::Status BatchNormalizationGrad(GradientContext& c) {
                   {0, 1, 2}, {onnx::MakeAttribute("epsilon", epsilon)});
 }
 
+// True when the forward pads explicitly (auto_pad absent or NOTSET).
+bool ExplicitPads(const GradientContext& c) {
+  const auto& attributes = c.node().attribute();
+  return std::none_of(attributes.begin(), attributes.end(),
+                      [](const auto& a) { return a.name() == "auto_pad" && a.s() != "NOTSET"; });
+}
+
+// States strides, dilations, group and pads (unless auto_pad) with their defaults when the
+// forward leaves them out: the model-local function's shape follows what a node states, and all
+// ConvGrad nodes of a model share one function.
 absl::Status ConvGrad(GradientContext& c) {
-  return AmpcGrad(
-      c, "ConvGrad", {c.dy(), c.input(0), c.input(1)}, {0, 1, 2},
-      c.CopyAttributes({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
+  absl::StatusOr<std::vector<Dim>> dims = c.DimsOf(c.input(0));
+  if (!dims.ok()) return dims.status();
+  if (dims->size() < 3) return c.Error("Conv of a rank < 3 input has no gradient");
+  const size_t rank = dims->size() - 2;
+  std::vector<onnx::AttributeProto> attributes = c.CopyAttributes({"auto_pad", "kernel_shape"});
+  for (const char* name : {"strides", "dilations"}) {
+    std::vector<int64_t> values = c.Ints(name);
+    if (values.empty()) values.assign(rank, 1);
+    attributes.push_back(onnx::MakeAttribute(name, values));
+  }
+  attributes.push_back(onnx::MakeAttribute("group", c.Int("group", 1)));
+  if (ExplicitPads(c)) {
+    std::vector<int64_t> pads = c.Ints("pads");
+    if (pads.empty()) pads.assign(2 * rank, 0);
+    attributes.push_back(onnx::MakeAttribute("pads", pads));
+  }
+  return AmpcGrad(c, "ConvGrad", {c.dy(), c.input(0), c.input(1)}, {0, 1, 2},
+                  std::move(attributes));
 }
 
 absl::Status MaxPoolGrad(GradientContext& c) {
@@ -123,10 +149,22 @@ absl::Status MaxPoolGrad(GradientContext& c) {
   return AmpcGrad(c, "MaxPoolGrad", {c.dy(), indices, c.input(0)}, {0}, {});
 }
 
+// States strides and count_include_pad (and pads without auto_pad) with their defaults when the
+// forward leaves them out: the model-local function's shape follows what a node states, and all
+// AveragePoolGrad nodes of a model share one function.
 absl::Status AveragePoolGrad(GradientContext& c) {
-  return AmpcGrad(c, "AveragePoolGrad", {c.dy(), c.input(0)}, {0},
-                  c.CopyAttributes({"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape",
-                                    "pads", "strides"}));
+  std::vector<onnx::AttributeProto> attributes =
+      c.CopyAttributes({"auto_pad", "ceil_mode", "kernel_shape"});
+  const size_t rank = c.Ints("kernel_shape").size();
+  std::vector<int64_t> strides = c.Ints("strides"), pads = c.Ints("pads");
+  if (strides.empty()) strides.assign(rank, 1);
+  attributes.push_back(onnx::MakeAttribute("strides", strides));
+  attributes.push_back(onnx::MakeAttribute("count_include_pad", c.Int("count_include_pad", 0)));
+  if (ExplicitPads(c)) {
+    if (pads.empty()) pads.assign(2 * rank, 0);
+    attributes.push_back(onnx::MakeAttribute("pads", pads));
+  }
+  return AmpcGrad(c, "AveragePoolGrad", {c.dy(), c.input(0)}, {0}, std::move(attributes));
 }
 
 }  // namespace

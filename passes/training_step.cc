@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "passes/ampc_grad_ops.h"
@@ -265,21 +266,35 @@ absl::Status CheckLoss(const GraphIndex& index, const std::string& loss) {
 }
 
 // Model-local functions for the ai.ampc ops of `algorithm` that have a body (a warning for each
-// that has none yet).
+// that has none yet). Some bodies follow what a node states (auto_pad, a loss's reduction): every
+// node of an op must get the first one's body, since IR 8 allows one function per op name.
 absl::Status AddFunctions(onnx::ModelProto& model, const onnx::GraphProto& algorithm,
                           std::vector<std::string>& warnings) {
-  absl::flat_hash_set<std::string> done;
+  absl::flat_hash_map<std::string, std::pair<std::string, std::string>> done;  // name, body
   for (const onnx::NodeProto& node : algorithm.node()) {
-    if (node.domain() != kAmpcDomain || !done.insert(node.op_type()).second) continue;
+    if (node.domain() != kAmpcDomain) continue;
     absl::StatusOr<onnx::FunctionProto> body =
         AmpcFunctionBody(node.op_type(), node.input_size(), node.output_size());
     if (absl::IsNotFound(body.status())) body = GradientFunctionBody(node);
     if (absl::IsNotFound(body.status())) {
-      warnings.push_back(absl::StrCat("ai.ampc.", node.op_type(), " has no function body yet"));
+      if (done.emplace(node.op_type(), std::make_pair(node.name(), "")).second)
+        warnings.push_back(absl::StrCat("ai.ampc.", node.op_type(), " has no function body yet"));
       continue;
     }
     if (!body.ok()) return body.status();
-    *model.add_functions() = *std::move(body);
+    const std::string serialized = body->SerializeAsString();
+    auto [it, first] = done.emplace(node.op_type(), std::make_pair(node.name(), serialized));
+    if (first) {
+      *model.add_functions() = *std::move(body);
+    } else if (it->second.second != serialized) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node '", node.name(), "' (ai.ampc.", node.op_type(),
+                       ") needs another function body "
+                       "than node '",
+                       it->second.first,
+                       "' (different auto_pad or reduction?); one "
+                       "model-local function serves every node of an op"));
+    }
   }
   return absl::OkStatus();
 }

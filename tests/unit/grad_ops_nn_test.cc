@@ -1,6 +1,7 @@
 // ai.ampc gradient ops of the CNN layers (ConvGrad, MaxPoolGrad, AveragePoolGrad,
 // BatchNormalizationGrad) against central finite differences of the standard forward op (FP64),
-// and in FP16/BF16 against their FP32 result rounded.
+// in FP16/BF16 against their FP32 result rounded, and each op's function body (inlined, FP64)
+// against its kernel (CheckGradCase).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -56,10 +57,22 @@ TEST(ConvGradTest, GroupedAndDilatedMatchesFiniteDifferences) {
                 1.6e-2);
 }
 
+TEST(ConvGradTest, EndPaddingTheLastWindowDoesNotReachMatchesFiniteDifferences) {
+  // Rows: 9 + 1 + 2 padded, windows of 3 at stride 2 cover padded rows 0..10: input row 8 is in
+  // the last window but the end pad's second row is in none (a ConvTranspose with the forward's
+  // pads would crop row 8). Columns: stride 3 drops none of the 8 + 1.
+  CheckGradCase(ConvCase({1, 2, 9, 8}, {4, 1, 3, 3}, {1, 4, 5, 3},
+                         "group = 2, strides = [2, 3], pads = [1, 0, 2, 1]"));
+}
+
 TEST(ConvGradTest, OneDimensionalAndSamePaddingMatchFiniteDifferences) {
   CheckGradCase(ConvCase({2, 3, 7}, {2, 3, 3}, {2, 2, 3}, "strides = [2]"));
   CheckGradCase(ConvCase({1, 2, 5, 4}, {2, 2, 2, 3}, {1, 2, 3, 2},
                          "auto_pad = \"SAME_UPPER\", strides = [2, 2]"));
+  CheckGradCase(ConvCase({1, 2, 5, 4}, {2, 2, 2, 3}, {1, 2, 3, 2},
+                         "auto_pad = \"SAME_LOWER\", strides = [2, 2]"));
+  CheckGradCase(
+      ConvCase({1, 2, 6, 5}, {2, 2, 3, 3}, {1, 2, 2, 2}, "auto_pad = \"VALID\", strides = [2, 2]"));
 }
 
 // y, indices = MaxPool<attributes>(x); dx = ai.ampc.MaxPoolGrad(dy, indices, x).
@@ -114,9 +127,27 @@ TEST(AveragePoolGradTest, PaddingCountsMatchFiniteDifferences) {
   CheckGradCase(AveragePoolCase({2, 1, 5}, {2, 1, 4}, "kernel_shape = [2], strides = [1]"));
 }
 
+TEST(AveragePoolGradTest, UnevenPadsAndSamePaddingMatchFiniteDifferences) {
+  // The end pad's second row is in no window: count_include_pad counts only what windows cover.
+  CheckGradCase(AveragePoolCase(
+      {1, 1, 7, 6}, {1, 1, 4, 3},
+      "kernel_shape = [3, 3], strides = [2, 2], pads = [1, 0, 2, 1], count_include_pad = 1"));
+  CheckGradCase(
+      AveragePoolCase({1, 2, 7, 6}, {1, 2, 4, 3},
+                      "kernel_shape = [3, 3], strides = [2, 2], auto_pad = \"SAME_UPPER\""));
+  CheckGradCase(
+      AveragePoolCase({1, 1, 7, 6}, {1, 1, 4, 3},
+                      "kernel_shape = [3, 3], strides = [2, 2], auto_pad = \"SAME_LOWER\", "
+                      "count_include_pad = 1"));
+}
+
 TEST(AveragePoolGradTest, CeilModeMatchesFiniteDifferences) {
   CheckGradCase(AveragePoolCase({1, 1, 6, 6}, {1, 1, 3, 3},
                                 "kernel_shape = [3, 3], strides = [2, 2], ceil_mode = 1"));
+  // The last window starts inside the input and ends past the padded input.
+  CheckGradCase(AveragePoolCase({1, 1, 7, 6}, {1, 1, 4, 3},
+                                "kernel_shape = [3, 3], strides = [2, 2], pads = [1, 0, 0, 1], "
+                                "ceil_mode = 1, count_include_pad = 1"));
   CheckGradCase(
       AveragePoolCase({1, 2, 4, 4}, {1, 2, 2, 2}, "kernel_shape = [2, 2], strides = [2, 2]"),
       DType::kBFloat16, 1.6e-2);

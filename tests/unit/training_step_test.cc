@@ -91,6 +91,32 @@ TEST(TrainingStep, BundledMlpCompiledForTrainingPassesTheChecker) {
   EXPECT_EQ(fp32, 6);
 }
 
+TEST(TrainingStep, NodesNeedingDifferentFunctionBodiesAreAnErrorNamingBoth) {
+  // One Conv pads explicitly, the other by SAME_UPPER: ConvGrad's body differs between them and
+  // IR 8 allows one model-local function per op.
+  onnx::ModelProto model = testing::ParseModelText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2, 1, 6, 6] x, int64[2] label) => (float loss)
+<float[2, 1, 3, 3] w1 = {1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9},
+ float[1, 2, 3, 3] w2 = {1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9}>
+{
+  a = Conv <pads = [1, 1, 1, 1]> (x, w1)
+  b = Conv <auto_pad = "SAME_UPPER", strides = [2, 2]> (a, w2)
+  flat = Flatten (b)
+  loss = SoftmaxCrossEntropyLoss (flat, label)
+}
+)");
+  for (int i = 0; i < model.graph().node_size(); ++i) {
+    model.mutable_graph()->mutable_node(i)->set_name("n" + std::to_string(i));
+  }
+  TrainingOptions options;
+  options.loss = "loss";
+  const absl::Status status = Compile(model, {"infer-types", "training-step"}, options);
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("ai.ampc.ConvGrad"));
+  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("needs another function body"));
+}
+
 constexpr char kLinearClassifier[] = R"(
 <ir_version: 8, opset_import: ["" : 17]>
 g (float[4, 3] x, int64[4] label) => (float loss)
