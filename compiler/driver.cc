@@ -15,14 +15,15 @@
 #include "absl/strings/str_split.h"
 #include "compiler/autocast_flags.h"
 #include "compiler/cli_args.h"
+#include "compiler/diagnostics.h"
 #include "compiler/exit_codes.h"
 #include "compiler/file_io.h"
 #include "compiler/model_io.h"
 #include "compiler/printer.h"
 #include "compiler/report.h"
 #include "compiler/run_command.h"
-#include "compiler/train_flags.h"
 #include "compiler/train_command.h"
+#include "compiler/train_flags.h"
 #include "passes/registry.h"
 #include "runtime/device.h"
 
@@ -130,7 +131,7 @@ absl::Status RunPipeline(ModelContext& context, std::vector<std::unique_ptr<Pass
     absl::StatusOr<bool> changed = pass->Run(context);
     // An index handed on by the previous pass describes the model only until this pass ran.
     if (context.index == index_before) context.index.reset();
-    for (const std::string& warning : context.warnings) std::cerr << "ampc: " << warning << "\n";
+    for (const std::string& warning : context.warnings) PrintDiagnostic(warning);
     context.warnings.clear();
     if (!changed.ok()) return changed.status();
     if (print_after == "all" || print_after == pass->Name()) {
@@ -166,7 +167,7 @@ absl::StatusOr<std::shared_ptr<PrecisionPlan>> CompileModel(
   if (absl::Status s = RunPipeline(context, pipeline); !s.ok()) return s;
   if (context.plan != nullptr) {
     for (const std::string& warning : context.plan->warnings) {
-      std::cerr << "ampc: " << input << ": warning: " << warning << "\n";
+      PrintDiagnostic(absl::StrCat(input, ": warning: ", warning));
     }
   }
   summary.weight_bytes_after = WeightBytes(model);
@@ -281,7 +282,7 @@ int RunCli(int argc, char** argv) {
   }
   if (line.ok()) status = Dispatch(*line);
   if (status.ok()) return kExitOk;
-  std::cerr << "ampc: error: " << status.message() << "\n";
+  PrintDiagnostic(absl::StrCat("error: ", status.message()));
   return ExitCodeFor(status);
 }
 

@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -33,6 +35,9 @@ using google::protobuf::io::FileInputStream;
 using google::protobuf::io::FileOutputStream;
 
 constexpr uint64_t kMaxInlineBytes = INT_MAX;  // protobuf's limit on one serialized message
+// Protobuf's default recursion limit, stated: it bounds the stack the parse, ONNX's checker and
+// inference and every pass that recurses into subgraphs can use.
+constexpr int kMaxNesting = 100;
 
 // A binary ModelProto is full of tag and length bytes below 0x20; text has (almost) none.
 bool LooksLikeText(absl::string_view head) {
@@ -85,12 +90,47 @@ bool LooksTruncated(int fd, uint64_t size) {
   }
 }
 
+// Whether messages nest `limit` or more levels deep (the parse fails there: protobuf's recursion
+// limit). Walks the wire format with an explicit stack, never recursing: the files it looks for
+// may nest a million levels.
+bool NestsAtLeast(int fd, int limit) {
+  if (::lseek(fd, 0, SEEK_SET) != 0) return false;
+  FileInputStream input(fd);
+  CodedInputStream coded(&input);
+  coded.SetTotalBytesLimit(INT_MAX);
+  std::vector<std::pair<CodedInputStream::Limit, const google::protobuf::Descriptor*>> stack;
+  const google::protobuf::Descriptor* descriptor = onnx::ModelProto::descriptor();
+  for (;;) {
+    const uint32_t tag = coded.ReadTag();
+    if (tag == 0) {
+      if (stack.empty() || coded.BytesUntilLimit() != 0) return false;
+      coded.PopLimit(stack.back().first);
+      descriptor = stack.back().second;
+      stack.pop_back();
+      continue;
+    }
+    const google::protobuf::FieldDescriptor* field =
+        descriptor->FindFieldByNumber(WireFormatLite::GetTagFieldNumber(tag));
+    if (field != nullptr && field->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE &&
+        WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      uint32_t length;
+      if (!coded.ReadVarint32(&length)) return false;
+      if (static_cast<int>(stack.size()) + 1 >= limit) return true;
+      stack.emplace_back(coded.PushLimit(static_cast<int>(length)), descriptor);
+      descriptor = field->message_type();
+      continue;
+    }
+    if (!WireFormatLite::SkipField(&coded, tag)) return false;
+  }
+}
+
 absl::Status ParseModel(int fd, uint64_t size, const std::string& path, onnx::ModelProto& model) {
   FileInputStream input(fd);
   bool parsed = false;
   {
     CodedInputStream coded(&input);
     coded.SetTotalBytesLimit(INT_MAX);
+    coded.SetRecursionLimit(kMaxNesting);
     parsed = model.ParseFromCodedStream(&coded);
   }
   if (input.GetErrno() != 0) {
@@ -98,6 +138,11 @@ absl::Status ParseModel(int fd, uint64_t size, const std::string& path, onnx::Mo
         absl::StrCat(path, ": read error: ", ErrnoText(input.GetErrno())));
   }
   if (parsed) return absl::OkStatus();
+  if (NestsAtLeast(fd, kMaxNesting)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": subgraphs are nested more deeply than ampc reads (", kMaxNesting,
+        " nested messages, about ", kMaxNesting / 3, " levels of If or Loop inside one another)"));
+  }
   std::string message = absl::StrCat(path, ": not a valid ONNX model (protobuf parse failed)");
   if (LooksTruncated(fd, size)) {
     absl::StrAppend(&message, "; the file may be truncated (its last field runs past the end)");
