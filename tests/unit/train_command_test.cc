@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/training_models.h"
@@ -132,6 +133,45 @@ TEST_F(TrainCommandTest, ErrorsAreOneLineWithTheRightExitCode) {
   r = Ampc({"train", model_, "--data", "synthetic:16", "--batch", "64"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--batch 64 is larger than the training set (16 samples)"));
+}
+
+// IDX files with a wrong magic number or cut short, through the real command: one line naming
+// the file, exit 1, nothing saved.
+TEST_F(TrainCommandTest, BadIdxDataIsOneLineNamingTheFile) {
+  auto words = [](std::vector<uint32_t> values) {
+    std::string bytes;
+    for (uint32_t w : values) {
+      for (int shift : {24, 16, 8, 0}) bytes.push_back(static_cast<char>((w >> shift) & 0xff));
+    }
+    return bytes;
+  };
+  const std::string images = words({0x803, 2, 28, 28}) + std::string(2 * 28 * 28, '\1');
+  const std::string labels = words({0x801, 2}) + std::string("\1\2", 2);
+  struct Case {
+    std::string file, bytes, message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"train-images-idx3-ubyte", labels,
+            "train-images-idx3-ubyte: IDX magic number 0x00000801, expected 0x00000803"},
+           {"train-labels-idx1-ubyte", labels.substr(0, 9),
+            "train-labels-idx1-ubyte: short read: the header declares [2]"}}) {
+    SCOPED_TRACE(c.file);
+    fs::remove_all(Path("mnist"));
+    fs::create_directory(Path("mnist"));
+    for (const char* split : {"train", "t10k"}) {
+      std::ofstream(Path(absl::StrCat("mnist/", split, "-images-idx3-ubyte")), std::ios::binary)
+          << images;
+      std::ofstream(Path(absl::StrCat("mnist/", split, "-labels-idx1-ubyte")), std::ios::binary)
+          << labels;
+    }
+    std::ofstream(Path("mnist/" + c.file), std::ios::binary) << c.bytes;
+    auto r = Ampc({"train", model_, "--data", "mnist:" + Path("mnist"), "--save", Path("s.onnx")});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_THAT(r.err, HasSubstr(Path("mnist/" + c.file) + ": "));
+    EXPECT_THAT(r.err, HasSubstr(c.message));
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(Path("s.onnx")));
+  }
 }
 
 TEST_F(TrainCommandTest, AFailedRunWritesNoSaveFileAndLeavesTheModelAlone) {
