@@ -246,15 +246,47 @@ bool WantsExternalData(const onnx::ModelProto& model, const SaveOptions& options
          static_cast<uint64_t>(std::max<int64_t>(options.inline_limit_bytes, 0));
 }
 
-// Takes a copy: externalizing rewrites the tensors.
+// Whether the file at `path` contains `needle` (read in chunks; false when it cannot be read).
+bool FileContains(const std::string& path, const std::string& needle) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return false;
+  std::string window;
+  std::string chunk(1 << 20, '\0');
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    window.append(chunk.data(), static_cast<size_t>(n));
+    if (absl::StrContains(window, needle)) return true;
+    window.erase(0, window.size() - std::min(window.size(), needle.size() - 1));
+  }
+}
+
+// Takes a copy: externalizing rewrites the tensors. Two files cannot be renamed into place at
+// once, so the data never goes to the file the model now at `path` reads: `<name>.data` and
+// `<name>.alt.data` take turns. Whenever a save is killed, the model in place is complete and so
+// is the data it reads; the data file it no longer reads is removed last.
 absl::Status SaveWithExternalData(onnx::ModelProto model, const std::string& path,
                                   const SaveOptions& options) {
-  ExternalDataWriter data(path, options.external_min_bytes);
+  const fs::path target(path);
+  const std::string name = target.filename().string();
+  const std::string plain = name + ".data", alt = name + ".alt.data";
+  const bool in_use = FileContains(path, plain);
+  const std::string data_name = in_use ? alt : plain, previous = in_use ? plain : alt;
+  ExternalDataWriter data(path, data_name, options.external_min_bytes);
   if (absl::Status s = data.Externalize(model); !s.ok()) return s;
   TempFile model_file(path);
   if (absl::Status s = WriteProto(model, path, model_file); !s.ok()) return s;
   if (absl::Status s = data.Commit(); !s.ok()) return s;
-  return model_file.Commit();
+  if (absl::Status s = model_file.Commit(); !s.ok()) return s;
+  SyncDirectory(path);
+  FaultPoint("before-cleanup");
+  const fs::path old_data = target.parent_path() / previous;
+  if (FileContains(path, previous)) return absl::OkStatus();  // not ours to remove
+  ::unlink(old_data.c_str());
+  RemoveStaleTempFiles(old_data.string());
+  RemoveStaleTempFiles((target.parent_path() / data_name).string());
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -271,6 +303,7 @@ absl::Status SaveModel(const onnx::ModelProto& model, const std::string& path,
   }
   if (!status.ok()) return status;
   SyncDirectory(path);
+  RemoveStaleTempFiles(path);
   return absl::OkStatus();
 }
 
