@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "compiler/autocast_flags.h"
 #include "compiler/cli_args.h"
+#include "compiler/diagnostics.h"
 #include "compiler/exit_codes.h"
 #include "compiler/extract_step.h"
 #include "compiler/file_io.h"
@@ -143,7 +144,7 @@ absl::Status RunPipeline(ModelContext& context, std::vector<std::unique_ptr<Pass
     absl::StatusOr<bool> changed = pass->Run(context);
     // An index handed on by the previous pass describes the model only until this pass ran.
     if (context.index == index_before) context.index.reset();
-    for (const std::string& warning : context.warnings) std::cerr << "ampc: " << warning << "\n";
+    for (const std::string& warning : context.warnings) PrintDiagnostic(warning);
     context.warnings.clear();
     if (!changed.ok()) return changed.status();
     if (print_after == "all" || print_after == pass->Name()) {
@@ -179,7 +180,7 @@ absl::StatusOr<std::shared_ptr<PrecisionPlan>> CompileModel(
   if (absl::Status s = RunPipeline(context, pipeline); !s.ok()) return s;
   if (context.plan != nullptr) {
     for (const std::string& warning : context.plan->warnings) {
-      std::cerr << "ampc: " << input << ": warning: " << warning << "\n";
+      PrintDiagnostic(absl::StrCat(input, ": warning: ", warning));
     }
   }
   summary.weight_bytes_after = WeightBytes(model);
@@ -295,7 +296,7 @@ int RunCli(int argc, char** argv) {
   }
   if (line.ok()) status = Dispatch(*line);
   if (status.ok()) return kExitOk;
-  std::cerr << "ampc: error: " << status.message() << "\n";
+  PrintDiagnostic(absl::StrCat("error: ", status.message()));
   return ExitCodeFor(status);
 }
 

@@ -158,9 +158,10 @@ absl::StatusOr<bool> ReadExternalData(const std::string& model_path, onnx::Model
   return reader.used();
 }
 
-ExternalDataWriter::ExternalDataWriter(const std::string& model_path, int64_t min_bytes)
-    : file_(model_path + ".data"),
-      location_(fs::path(model_path).filename().string() + ".data"),
+ExternalDataWriter::ExternalDataWriter(const std::string& model_path, const std::string& data_name,
+                                       int64_t min_bytes)
+    : file_((fs::path(model_path).parent_path() / data_name).string()),
+      location_(data_name),
       min_bytes_(static_cast<uint64_t>(std::max<int64_t>(min_bytes, 0))) {}
 
 absl::Status ExternalDataWriter::Externalize(onnx::ModelProto& model) {

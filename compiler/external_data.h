@@ -16,11 +16,12 @@ namespace ampc {
 // external fields. Returns whether any tensor was external. Errors start with `model_path`.
 absl::StatusOr<bool> ReadExternalData(const std::string& model_path, onnx::ModelProto& model);
 
-// Writes the external data file `<model_path>.data` for a model about to be saved at
-// `model_path`: a temporary file, renamed into place by Commit once the model is written.
+// Writes the external data file `data_name` (a file name, beside the model) for a model about to
+// be saved at `model_path`: a temporary file, renamed into place by Commit.
 class ExternalDataWriter {
  public:
-  ExternalDataWriter(const std::string& model_path, int64_t min_bytes);
+  ExternalDataWriter(const std::string& model_path, const std::string& data_name,
+                     int64_t min_bytes);
 
   // Moves the data of each tensor with at least min_bytes of it to the file, at offsets that are
   // multiples of 4096, and points the tensor there; then closes the file.

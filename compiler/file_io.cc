@@ -1,15 +1,21 @@
 #include "compiler/file_io.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 
 namespace ampc {
 namespace {
@@ -63,13 +69,14 @@ TempFile::~TempFile() {
 }
 
 absl::Status TempFile::Create() {
-  std::string name = final_ + ".tmp.XXXXXX";
+  std::string name = absl::StrCat(final_, ".tmp.", ::getpid(), ".XXXXXX");
   Fd fd(::mkstemp(name.data()));
   if (fd.get() < 0) return Error("cannot create", errno);
   name_ = std::move(name);
   fd_ = std::move(fd);
   // mkstemp makes the file 0600; the output gets the usual permissions.
   if (::fchmod(fd_.get(), 0666 & ~CurrentUmask()) != 0) return Error("cannot chmod", errno);
+  FaultPoint("after-create");
   return absl::OkStatus();
 }
 
@@ -79,14 +86,17 @@ absl::Status TempFile::Write(const char* data, uint64_t size) {
 }
 
 absl::Status TempFile::Close() {
+  FaultPoint("after-write");
   if (::fsync(fd_.get()) != 0) return Error("cannot write", errno);
   if (::close(fd_.release()) != 0) return Error("cannot write", errno);
+  FaultPoint("before-rename");
   return absl::OkStatus();
 }
 
 absl::Status TempFile::Commit() {
   if (::rename(name_.c_str(), final_.c_str()) != 0) return Error("cannot replace", errno);
   name_.clear();
+  FaultPoint("after-rename");
   return absl::OkStatus();
 }
 
@@ -98,6 +108,38 @@ void SyncDirectory(const std::string& path) {
   fs::path dir = fs::path(path).parent_path();
   Fd fd(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd.get() >= 0) ::fsync(fd.get());
+}
+
+void RemoveStaleTempFiles(const std::string& final_path) {
+  const fs::path final(final_path);
+  const fs::path dir = final.parent_path().empty() ? fs::path(".") : final.parent_path();
+  const std::string prefix = final.filename().string() + ".tmp.";
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
+    absl::string_view name = entry.path().filename().native();
+    if (!absl::ConsumePrefix(&name, prefix)) continue;
+    const size_t dot = name.find('.');
+    int pid = 0;
+    if (dot == absl::string_view::npos || name.size() - dot != 7 ||
+        !absl::SimpleAtoi(name.substr(0, dot), &pid) || pid <= 0) {
+      continue;  // not a name TempFile makes
+    }
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    ::unlink(entry.path().c_str());
+  }
+}
+
+void FaultPoint(const char* point) {
+  static const char* const spec = std::getenv("AMPC_FAULT_INJECT");
+  if (spec == nullptr) return;
+  static int arrivals = 0;
+  absl::string_view want = spec;
+  int nth = 1;
+  if (const size_t colon = want.find(':'); colon != absl::string_view::npos) {
+    if (!absl::SimpleAtoi(want.substr(colon + 1), &nth)) nth = 1;
+    want = want.substr(0, colon);
+  }
+  if (want == point && ++arrivals == nth) ::_exit(137);
 }
 
 absl::Status WriteTextFile(const std::string& path, const std::string& text) {

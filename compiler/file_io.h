@@ -32,8 +32,9 @@ class Fd {
 // Reads exactly `size` bytes at `offset`. Returns 0, or errno (EIO at an unexpected end of file).
 int ReadAt(int fd, char* buffer, uint64_t size, uint64_t offset);
 
-// A temporary file `<final>.tmp.XXXXXX` beside `final`: renamed into place by Commit, removed
-// otherwise. Errors are Unavailable and name the final path.
+// A temporary file `<final>.tmp.<pid>.XXXXXX` beside `final`: renamed into place by Commit,
+// removed otherwise (a process killed with -9 leaves it; RemoveStaleTempFiles clears it later).
+// Errors are Unavailable and name the final path.
 class TempFile {
  public:
   explicit TempFile(std::string final_path) : final_(std::move(final_path)) {}
@@ -61,5 +62,17 @@ absl::Status WriteTextFile(const std::string& path, const std::string& text);
 
 // Makes renames into the directory of `path` durable; the files themselves were fsync'ed already.
 void SyncDirectory(const std::string& path);
+
+// Removes the temporary files of `final` (`<final>.tmp.<pid>.*`) whose process is gone: what a
+// writer killed mid-save left behind. A live writer's file is left alone.
+void RemoveStaleTempFiles(const std::string& final_path);
+
+// A test hook for crash safety: with AMPC_FAULT_INJECT=POINT or POINT:N in the environment, the
+// N-th (default: first) arrival at POINT ends the process at once with _exit(137), as a kill -9
+// there would. Inert when the variable is unset. The points, in the order a save meets them per
+// file: after-create (empty temporary file), after-write (data written, not fsync'ed),
+// before-rename (fsync'ed and closed), after-rename (in place, directory not fsync'ed), and
+// before-cleanup (everything in place, the previous external data file not yet removed).
+void FaultPoint(const char* point);
 
 }  // namespace ampc

@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -33,6 +35,9 @@ using google::protobuf::io::FileInputStream;
 using google::protobuf::io::FileOutputStream;
 
 constexpr uint64_t kMaxInlineBytes = INT_MAX;  // protobuf's limit on one serialized message
+// Protobuf's default recursion limit, stated: it bounds the stack the parse, ONNX's checker and
+// inference and every pass that recurses into subgraphs can use.
+constexpr int kMaxNesting = 100;
 
 // A binary ModelProto is full of tag and length bytes below 0x20; text has (almost) none.
 bool LooksLikeText(absl::string_view head) {
@@ -85,12 +90,47 @@ bool LooksTruncated(int fd, uint64_t size) {
   }
 }
 
+// Whether messages nest `limit` or more levels deep (the parse fails there: protobuf's recursion
+// limit). Walks the wire format with an explicit stack, never recursing: the files it looks for
+// may nest a million levels.
+bool NestsAtLeast(int fd, int limit) {
+  if (::lseek(fd, 0, SEEK_SET) != 0) return false;
+  FileInputStream input(fd);
+  CodedInputStream coded(&input);
+  coded.SetTotalBytesLimit(INT_MAX);
+  std::vector<std::pair<CodedInputStream::Limit, const google::protobuf::Descriptor*>> stack;
+  const google::protobuf::Descriptor* descriptor = onnx::ModelProto::descriptor();
+  for (;;) {
+    const uint32_t tag = coded.ReadTag();
+    if (tag == 0) {
+      if (stack.empty() || coded.BytesUntilLimit() != 0) return false;
+      coded.PopLimit(stack.back().first);
+      descriptor = stack.back().second;
+      stack.pop_back();
+      continue;
+    }
+    const google::protobuf::FieldDescriptor* field =
+        descriptor->FindFieldByNumber(WireFormatLite::GetTagFieldNumber(tag));
+    if (field != nullptr && field->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE &&
+        WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      uint32_t length;
+      if (!coded.ReadVarint32(&length)) return false;
+      if (static_cast<int>(stack.size()) + 1 >= limit) return true;
+      stack.emplace_back(coded.PushLimit(static_cast<int>(length)), descriptor);
+      descriptor = field->message_type();
+      continue;
+    }
+    if (!WireFormatLite::SkipField(&coded, tag)) return false;
+  }
+}
+
 absl::Status ParseModel(int fd, uint64_t size, const std::string& path, onnx::ModelProto& model) {
   FileInputStream input(fd);
   bool parsed = false;
   {
     CodedInputStream coded(&input);
     coded.SetTotalBytesLimit(INT_MAX);
+    coded.SetRecursionLimit(kMaxNesting);
     parsed = model.ParseFromCodedStream(&coded);
   }
   if (input.GetErrno() != 0) {
@@ -98,6 +138,11 @@ absl::Status ParseModel(int fd, uint64_t size, const std::string& path, onnx::Mo
         absl::StrCat(path, ": read error: ", ErrnoText(input.GetErrno())));
   }
   if (parsed) return absl::OkStatus();
+  if (NestsAtLeast(fd, kMaxNesting)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": subgraphs are nested more deeply than ampc reads (", kMaxNesting,
+        " nested messages, about ", kMaxNesting / 3, " levels of If or Loop inside one another)"));
+  }
   std::string message = absl::StrCat(path, ": not a valid ONNX model (protobuf parse failed)");
   if (LooksTruncated(fd, size)) {
     absl::StrAppend(&message, "; the file may be truncated (its last field runs past the end)");
@@ -201,15 +246,47 @@ bool WantsExternalData(const onnx::ModelProto& model, const SaveOptions& options
          static_cast<uint64_t>(std::max<int64_t>(options.inline_limit_bytes, 0));
 }
 
-// Takes a copy: externalizing rewrites the tensors.
+// Whether the file at `path` contains `needle` (read in chunks; false when it cannot be read).
+bool FileContains(const std::string& path, const std::string& needle) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return false;
+  std::string window;
+  std::string chunk(1 << 20, '\0');
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    window.append(chunk.data(), static_cast<size_t>(n));
+    if (absl::StrContains(window, needle)) return true;
+    window.erase(0, window.size() - std::min(window.size(), needle.size() - 1));
+  }
+}
+
+// Takes a copy: externalizing rewrites the tensors. Two files cannot be renamed into place at
+// once, so the data never goes to the file the model now at `path` reads: `<name>.data` and
+// `<name>.alt.data` take turns. Whenever a save is killed, the model in place is complete and so
+// is the data it reads; the data file it no longer reads is removed last.
 absl::Status SaveWithExternalData(onnx::ModelProto model, const std::string& path,
                                   const SaveOptions& options) {
-  ExternalDataWriter data(path, options.external_min_bytes);
+  const fs::path target(path);
+  const std::string name = target.filename().string();
+  const std::string plain = name + ".data", alt = name + ".alt.data";
+  const bool in_use = FileContains(path, plain);
+  const std::string data_name = in_use ? alt : plain, previous = in_use ? plain : alt;
+  ExternalDataWriter data(path, data_name, options.external_min_bytes);
   if (absl::Status s = data.Externalize(model); !s.ok()) return s;
   TempFile model_file(path);
   if (absl::Status s = WriteProto(model, path, model_file); !s.ok()) return s;
   if (absl::Status s = data.Commit(); !s.ok()) return s;
-  return model_file.Commit();
+  if (absl::Status s = model_file.Commit(); !s.ok()) return s;
+  SyncDirectory(path);
+  FaultPoint("before-cleanup");
+  const fs::path old_data = target.parent_path() / previous;
+  if (FileContains(path, previous)) return absl::OkStatus();  // not ours to remove
+  ::unlink(old_data.c_str());
+  RemoveStaleTempFiles(old_data.string());
+  RemoveStaleTempFiles((target.parent_path() / data_name).string());
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -226,6 +303,7 @@ absl::Status SaveModel(const onnx::ModelProto& model, const std::string& path,
   }
   if (!status.ok()) return status;
   SyncDirectory(path);
+  RemoveStaleTempFiles(path);
   return absl::OkStatus();
 }
 

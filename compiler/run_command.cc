@@ -12,10 +12,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "compiler/diagnostics.h"
 #include "compiler/exit_codes.h"
 #include "compiler/file_io.h"
 #include "compiler/model_io.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "passes/verify_tensors.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/device.h"
 #include "runtime/npy.h"
@@ -44,7 +46,7 @@ absl::StatusOr<Tensor> ReadInputFile(const std::string& path) {
 }
 
 // Inputs in the session's order, from NAME=FILE arguments.
-absl::StatusOr<std::vector<Tensor>> ReadInputs(const Session& session,
+absl::StatusOr<std::vector<Tensor>> ReadInputs(const Session& session, const std::string& model,
                                                const std::vector<std::string>& specs) {
   std::vector<Tensor> inputs(session.inputs().size());
   for (const std::string& spec : specs) {
@@ -59,7 +61,7 @@ absl::StatusOr<std::vector<Tensor>> ReadInputs(const Session& session,
       std::vector<std::string> names;
       for (const ValueSpec& s : session.inputs()) names.push_back(s.name);
       return UsageError(absl::StrCat(
-          "--input ", name,
+          model, ": --input ", name,
           ": the model has no input of that name (its inputs: ", absl::StrJoin(names, ", "), ")"));
     }
     AMPC_ASSIGN_OR_RETURN(inputs[slot], ReadInputFile(path));
@@ -67,11 +69,33 @@ absl::StatusOr<std::vector<Tensor>> ReadInputs(const Session& session,
   for (size_t i = 0; i < inputs.size(); ++i) {
     const ValueSpec& spec = session.inputs()[i];
     if (inputs[i].empty() && !spec.has_default) {
-      return UsageError(absl::StrCat("missing --input ", spec.name, "=FILE (",
+      return UsageError(absl::StrCat(model, ": missing --input ", spec.name, "=FILE (",
                                      DTypeName(spec.dtype), " input of the model)"));
     }
   }
   return inputs;
+}
+
+// NaN or infinite input data is run as given (a model may be meant to propagate it), but said.
+void WarnAboutNonFiniteInputs(const Session& session, const std::vector<Tensor>& inputs,
+                              const std::string& path) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    if (t.empty()) continue;
+    int64_t nan = 0, inf = 0;
+    Dispatch<AMPC_FLOAT_TYPES>(t.dtype(), [&]<typename T>() {
+      const T* values = t.data<T>();
+      for (int64_t j = 0; j < t.size(); ++j) {
+        const double x = static_cast<double>(Compute<T>::Load(values[j]));
+        nan += std::isnan(x);
+        inf += std::isinf(x);
+      }
+    });
+    if (nan == 0 && inf == 0) continue;
+    PrintDiagnostic(absl::StrCat(path, ": warning: input '", session.inputs()[i].name, "' holds ",
+                                 nan, " NaN and ", inf,
+                                 " infinite values; running with them as given"));
+  }
 }
 
 std::string SafeFileName(const std::string& name) {
@@ -147,6 +171,12 @@ absl::Status RunModelCommand(const std::vector<std::string>& args,
   }
   const std::string& path = args[1];
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
+  // The same tensor checks as compiling: data that fills its dims, NaN weights said out loud.
+  std::vector<std::string> warnings;
+  if (absl::Status s = VerifyTensors(loaded.model, warnings); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  }
+  for (const std::string& warning : warnings) PrintDiagnostic(absl::StrCat(path, ": ", warning));
   CpuBackend backend(absl::GetFlag(FLAGS_threads));
   absl::StatusOr<std::unique_ptr<Session>> session =
       Session::Create(std::move(loaded.model), DefaultRegistry(), backend);
@@ -154,7 +184,8 @@ absl::Status RunModelCommand(const std::vector<std::string>& args,
     return absl::Status(session.status().code(),
                         absl::StrCat(path, ": ", session.status().message()));
   }
-  AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, ReadInputs(**session, input_specs));
+  AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, ReadInputs(**session, path, input_specs));
+  WarnAboutNonFiniteInputs(**session, inputs, path);
   backend.ResetPeak();
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<std::vector<Tensor>> outputs = (*session)->Run(inputs);
@@ -171,7 +202,7 @@ absl::Status RunModelCommand(const std::vector<std::string>& args,
   if (!dir.empty()) return WriteOutputs(**session, *outputs, dir);
   for (size_t i = 0; i < outputs->size(); ++i) {
     AMPC_ASSIGN_OR_RETURN(Tensor host, ToHost((*outputs)[i]));
-    std::cout << Summary((*session)->outputs()[i].name, host) << "\n";
+    std::cout << Summary(EscapeForDiagnostic((*session)->outputs()[i].name), host) << "\n";
   }
   return absl::OkStatus();
 }

@@ -122,6 +122,26 @@ std::optional<uint64_t> DataBytes(const TensorProto& tensor) {
   return bytes;
 }
 
+uint64_t HeldBytes(const TensorProto& tensor) {
+  if (!tensor.raw_data().empty()) return tensor.raw_data().size();
+  const Layout layout = LayoutOf(tensor.data_type());
+  switch (layout.field) {
+    case TypedField::kFloat:
+      return uint64_t{sizeof(float)} * static_cast<uint64_t>(tensor.float_data_size());
+    case TypedField::kDouble:
+      return uint64_t{sizeof(double)} * static_cast<uint64_t>(tensor.double_data_size());
+    case TypedField::kInt32:
+      return layout.element_size * static_cast<uint64_t>(tensor.int32_data_size());
+    case TypedField::kInt64:
+      return uint64_t{sizeof(int64_t)} * static_cast<uint64_t>(tensor.int64_data_size());
+    case TypedField::kUint64:
+      return layout.element_size * static_cast<uint64_t>(tensor.uint64_data_size());
+    case TypedField::kNone:
+      break;
+  }
+  return 0;
+}
+
 std::string RawBytes(const TensorProto& tensor) {
   if (!tensor.raw_data().empty()) return tensor.raw_data();
   return TypedBytes(tensor, LayoutOf(tensor.data_type()));

@@ -18,6 +18,11 @@ std::optional<size_t> ElementSize(int32_t data_type);
 // negative dim, and on overflow.
 std::optional<uint64_t> DataBytes(const onnx::TensorProto& tensor);
 
+// Bytes of data the tensor holds, counted as raw_data would hold them (raw_data's size, else the
+// typed field's count times its width); nothing is copied. 0 for STRING and unknown data types
+// without raw_data.
+uint64_t HeldBytes(const onnx::TensorProto& tensor);
+
 // The tensor's elements as little-endian bytes (the raw_data layout): raw_data when it is not
 // empty, else the typed field the ONNX spec stores the data type in (int32_data for 8- and 16-bit
 // types, uint64_data for uint32 and uint64, float_data and double_data for complex pairs).

@@ -6,9 +6,11 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "passes/function_calls.h"
 #include "passes/graph_index.h"
 #include "passes/onnx_status.h"
 #include "passes/topo_sort.h"
+#include "passes/verify_tensors.h"
 
 namespace ampc {
 namespace {
@@ -80,6 +82,24 @@ std::string LocateCheckerFailure(const onnx::ModelProto& model) {
         CatchOnnx("", [&] { onnx::checker::check_node(graph.node(i), checker, scope); });
     if (!status.ok()) return absl::StrCat(DescribeNode(graph.node(i), i), ": ");
   }
+  for (const auto* values : {&graph.input(), &graph.output()}) {
+    const char* kind = values == &graph.input() ? "graph input" : "graph output";
+    for (int i = 0; i < values->size(); ++i) {
+      const onnx::ValueInfoProto& value = (*values)[i];
+      if (CatchOnnx("", [&] { onnx::checker::check_value_info(value, checker); }).ok()) continue;
+      return value.name().empty() ? absl::StrCat(kind, " #", i, ": ")
+                                  : absl::StrCat(kind, " '", value.name(), "': ");
+    }
+  }
+  for (const onnx::FunctionProto& function : model.functions()) {
+    onnx::checker::LexicalScopeContext function_scope;
+    if (CatchOnnx("", [&] {
+          onnx::checker::check_function(function, checker, function_scope);
+        }).ok()) {
+      continue;
+    }
+    return absl::StrCat("function '", function.domain(), ".", function.name(), "': ");
+  }
   return "";
 }
 
@@ -94,6 +114,13 @@ absl::StatusOr<bool> VerifyInput::Run(ModelContext& context) {
   if (absl::Status s = CheckIrVersion(context); !s.ok()) return s;
   if (absl::Status s = CheckOpsets(context); !s.ok()) return s;
   if (!context.model.has_graph()) return Invalid(context, "the model has no graph");
+  std::vector<std::string> warnings;
+  if (absl::Status s = VerifyTensors(context.model, warnings); !s.ok()) return Prefixed(context, s);
+  for (const std::string& warning : warnings)
+    context.Warn(absl::StrCat(context.file, ": ", warning));
+  if (absl::Status s = CheckFunctionsDoNotRecurse(context.model); !s.ok()) {
+    return Prefixed(context, s);
+  }
   // Dangling inputs and values produced twice; the index ignores node order.
   if (auto index = GraphIndex::Build(context.model.graph()); !index.ok()) {
     return Prefixed(context, index.status());

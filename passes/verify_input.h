@@ -6,8 +6,10 @@
 namespace ampc {
 
 // Checks, in order: ir_version and opset versions this ampc (ONNX 1.12) understands, a graph is
-// present, no value is produced twice, no input dangles, no cycle; sorts an unsorted acyclic graph
-// (with a warning); then ONNX's checker. Every error is one line naming the file and node/value.
+// present, every tensor's data fills its dims (NaN/infinite values are warned about), no
+// model-local function calls itself, no value is produced twice, no input dangles, no cycle; sorts
+// an unsorted acyclic graph (with a warning); then ONNX's checker. Every error is one line naming
+// the file and node/value.
 class VerifyInput : public Pass {
  public:
   absl::string_view Name() const override { return "verify-input"; }

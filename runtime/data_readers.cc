@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
@@ -86,6 +87,20 @@ std::string IdxPath(const std::string& dir, const std::string& name) {
   return base.string() + ".gz";
 }
 
+// Training on NaN or infinity poisons the weights (or, with loss scaling, skips every step).
+absl::Status CheckFinite(const Tensor& images, const std::string& path) {
+  if (images.dtype() != DType::kFloat || images.size() == 0) return absl::OkStatus();
+  const int64_t per_sample = images.size() / std::max<int64_t>(images.dim(0), 1);
+  const float* values = images.data<float>();
+  for (int64_t i = 0; i < images.size(); ++i) {
+    if (std::isfinite(values[i])) continue;
+    return Bad(path, absl::StrCat("sample ", i / per_sample, " holds ",
+                                  std::isnan(values[i]) ? "NaN" : "an infinite value", " (element ",
+                                  i, "); ampc train needs finite data"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<DataSplits> LoadIdxDir(const std::string& label, const std::string& dir) {
   DataSplits splits;
   AMPC_ASSIGN_OR_RETURN(splits.train, ReadIdxDataset(IdxPath(dir, "train-images-idx3-ubyte"),
@@ -122,6 +137,7 @@ absl::StatusOr<Dataset> DatasetOf(Tensor images_tensor, const std::string& image
     return Bad(labels,
                absl::StrCat("labels must be integers, not ", DTypeName(raw_labels.dtype())));
   }
+  AMPC_RETURN_IF_ERROR(CheckFinite(data.images, images));
   if (data.images.dim(0) != data.labels.dim(0)) {
     return absl::InvalidArgumentError(absl::StrCat(images, " holds ", data.images.dim(0),
                                                    " images but ", labels, " holds ",
@@ -154,6 +170,7 @@ absl::StatusOr<Dataset> ReadIdxDataset(const std::string& images, const std::str
   Dataset data;
   AMPC_ASSIGN_OR_RETURN(data.images, ReadIdxImages(images));
   AMPC_ASSIGN_OR_RETURN(data.labels, ReadIdxLabels(labels));
+  AMPC_RETURN_IF_ERROR(CheckFinite(data.images, images));
   if (data.images.dim(0) != data.labels.dim(0)) {
     return absl::InvalidArgumentError(absl::StrCat(images, " holds ", data.images.dim(0),
                                                    " images but ", labels, " holds ",

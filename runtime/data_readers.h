@@ -34,7 +34,8 @@ absl::StatusOr<Tensor> ReadIdxLabels(const std::string& path);  // int64 [N]
 
 // Images and labels of matching count (an error names both files otherwise).
 absl::StatusOr<Dataset> ReadIdxDataset(const std::string& images, const std::string& labels);
-// .npy images (uint8 or float32, [N, ...]) and labels (any integer type, [N]).
+// .npy images (uint8 or float32, [N, ...]; float32 must be finite: an error names the first
+// sample that is not) and labels (any integer type, [N]).
 absl::StatusOr<Dataset> ReadNpyDataset(const std::string& images, const std::string& labels);
 // The same from ONNX TensorProto .pb files (runtime/tensor_proto.h).
 absl::StatusOr<Dataset> ReadPbDataset(const std::string& images, const std::string& labels);

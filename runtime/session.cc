@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "passes/ampc_ops.h"
+#include "passes/function_calls.h"
 #include "runtime/status_macros.h"
 
 namespace ampc {
@@ -72,6 +73,7 @@ absl::Status CheckArity(const onnx::GraphProto& graph, const std::map<std::strin
 absl::Status CheckAndInferTypes(onnx::ModelProto& m) {
   absl::flat_hash_map<std::string, int32_t> declared;
   AMPC_RETURN_IF_ERROR(CheckArity(m.graph(), OpsetsOf(m)));
+  AMPC_RETURN_IF_ERROR(CheckFunctionsDoNotRecurse(m));  // inference would expand them forever
   try {
     onnx::GraphProto& graph = *m.mutable_graph();
     google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> kept;

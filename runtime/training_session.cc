@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "passes/ampc_ops.h"
+#include "passes/function_calls.h"
 #include "runtime/status_macros.h"
 #include "runtime/tensor_proto.h"
 
@@ -90,6 +91,7 @@ absl::Status TrainingSession::Init(onnx::ModelProto model, const KernelRegistry&
     return absl::InvalidArgumentError(
         "the model has no training_info (compile it with ampc --train)");
   }
+  AMPC_RETURN_IF_ERROR(CheckFunctionsDoNotRecurse(model));  // inference would expand forever
   const onnx::TrainingInfoProto& info = model.training_info(0);
   if (!info.has_initialization()) {
     return absl::InvalidArgumentError("training_info[0] has no initialization graph");

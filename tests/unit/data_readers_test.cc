@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -206,6 +207,19 @@ TEST_F(DataReadersTest, PbDirHasTheNpyLayoutAndBatchesCheckTheModelsSampleShape)
   const std::vector<int64_t> indices = {1};
   EXPECT_THAT(MakeBatch(splits->train, indices, {784}).status().message(),
               HasSubstr("takes samples of [784]; the data has 3 values per sample"));
+}
+
+// Training on NaN poisons the weights (with loss scaling: skips every step), so it is refused.
+TEST_F(DataReadersTest, NonFiniteNpyImagesAreRefusedNamingTheSample) {
+  const std::string labels =
+      Write("y.npy", EncodeNpy(testing::Make<int32_t>(DType::kInt32, {2}, {4, 1})));
+  auto nan = ReadNpyDataset(
+      Write("x.npy", EncodeNpy(testing::Floats({2, 2}, {0, 0.5f, 1, std::nanf("")}))), labels);
+  EXPECT_THAT(nan.status().message(),
+              HasSubstr("x.npy: sample 1 holds NaN (element 3); ampc train needs finite data"));
+  auto inf = ReadNpyDataset(
+      Write("i.npy", EncodeNpy(testing::Floats({2, 2}, {-INFINITY, 0.5f, 1, 0}))), labels);
+  EXPECT_THAT(inf.status().message(), HasSubstr("i.npy: sample 0 holds an infinite value"));
 }
 
 TEST_F(DataReadersTest, BatchesScaleBytesToUnitRangeAndTakeTheModelsSampleShape) {

@@ -255,12 +255,29 @@ TEST_F(ModelIoTest, SavesAreByteIdentical) {
   ASSERT_TRUE(SaveModel(model, Path("out.onnx"), options).ok());
   std::string first = ReadFile(Path("out.onnx"));
   std::string first_data = ReadFile(Path("out.onnx.data"));
-  ASSERT_TRUE(SaveModel(model, Path("out.onnx"), options).ok());
-  EXPECT_EQ(ReadFile(Path("out.onnx")), first);
-  EXPECT_EQ(ReadFile(Path("out.onnx.data")), first_data);
+  fs::create_directory(Path("again"));
+  ASSERT_TRUE(SaveModel(model, Path("again/out.onnx"), options).ok());
+  EXPECT_EQ(ReadFile(Path("again/out.onnx")), first);
+  EXPECT_EQ(ReadFile(Path("again/out.onnx.data")), first_data);
   ASSERT_TRUE(SaveModel(model, Path("inline.onnx"), {.external_data = External::kNever}).ok());
   ASSERT_TRUE(SaveModel(model, Path("inline2.onnx"), {.external_data = External::kNever}).ok());
   EXPECT_EQ(ReadFile(Path("inline.onnx")), ReadFile(Path("inline2.onnx")));
+}
+
+// Two files cannot be renamed into place at once: a save never writes the data file the model in
+// place reads, so a save killed between the two renames leaves that model whole.
+TEST_F(ModelIoTest, ExternalDataFilesTakeTurnsAndTheUnusedOneIsRemoved) {
+  onnx::ModelProto model = MakeModel();
+  SaveOptions options{.external_data = External::kAlways};
+  ASSERT_TRUE(SaveModel(model, Path("out.onnx"), options).ok());
+  EXPECT_EQ(Files(), (std::vector<std::string>{"out.onnx", "out.onnx.data"}));
+  ASSERT_TRUE(SaveModel(model, Path("out.onnx"), options).ok());
+  EXPECT_EQ(Files(), (std::vector<std::string>{"out.onnx", "out.onnx.alt.data"}));
+  absl::StatusOr<LoadedModel> loaded = LoadModel(Path("out.onnx"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(ProtoEqual(loaded->model, model));
+  ASSERT_TRUE(SaveModel(model, Path("out.onnx"), options).ok());
+  EXPECT_EQ(Files(), (std::vector<std::string>{"out.onnx", "out.onnx.data"}));
 }
 
 TEST_F(ModelIoTest, AutoWritesExternalDataWhenTheInputUsedIt) {

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -120,6 +122,29 @@ TEST_F(RunCommandTest, WrongShapeNamesTheModelAndTheInput) {
   auto r = Ampc({"run", model_, "--input", "x=" + x});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "ampc: error: " + model_ + ": input 'x': expected shape [2,2], got [3]\n");
+}
+
+TEST_F(RunCommandTest, WrongDtypeNamesTheModelAndTheInput) {
+  onnx::TensorProto t;
+  t.set_data_type(onnx::TensorProto::INT64);
+  for (int64_t v : {2, 2}) t.add_dims(v);
+  for (int64_t v : {1, 2, 3, 4}) t.add_int64_data(v);
+  auto r = Ampc({"run", model_, "--input", "x=" + Write("x.pb", t.SerializeAsString())});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr(model_ + ": input 'x': expected float32"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// NaN input data may be deliberate (a model meant to propagate it): the run proceeds, but a
+// warning names the input, and the output summary counts what came out non-finite.
+TEST_F(RunCommandTest, NanInputDataIsAWarningNamingTheInputAndTheRunProceeds) {
+  const std::string x = WriteTensor("x.pb", {2, 2}, {1, NAN, 3, -INFINITY});
+  auto r = Ampc({"run", model_, "--input", "x=" + x});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("ampc: " + model_ +
+                               ": warning: input 'x' holds 1 NaN and 1 infinite values; running "
+                               "with them as given\n"));
+  EXPECT_EQ(r.out, "y: float32[2,2] min 2.5 max 6.5 mean 4.5 non-finite 2\n");
 }
 
 TEST_F(RunCommandTest, BadNpyNamesTheFile) {

@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "models/mlp.h"
 #include "runtime/data_readers.h"
@@ -195,6 +196,45 @@ TEST_F(TrainCommandTest, ErrorsAreOneLineWithTheRightExitCode) {
   EXPECT_THAT(r.err, HasSubstr("--batch 64 is larger than the training set (16 samples)"));
 }
 
+// IDX files with a wrong magic number or cut short, through the real command: one line naming
+// the file, exit 1, nothing saved.
+TEST_F(TrainCommandTest, BadIdxDataIsOneLineNamingTheFile) {
+  auto words = [](std::vector<uint32_t> values) {
+    std::string bytes;
+    for (uint32_t w : values) {
+      for (int shift : {24, 16, 8, 0}) bytes.push_back(static_cast<char>((w >> shift) & 0xff));
+    }
+    return bytes;
+  };
+  const std::string images = words({0x803, 2, 28, 28}) + std::string(2 * 28 * 28, '\1');
+  const std::string labels = words({0x801, 2}) + std::string("\1\2", 2);
+  struct Case {
+    std::string file, bytes, message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"train-images-idx3-ubyte", labels,
+            "train-images-idx3-ubyte: IDX magic number 0x00000801, expected 0x00000803"},
+           {"train-labels-idx1-ubyte", labels.substr(0, 9),
+            "train-labels-idx1-ubyte: short read: the header declares [2]"}}) {
+    SCOPED_TRACE(c.file);
+    fs::remove_all(Path("mnist"));
+    fs::create_directory(Path("mnist"));
+    for (const char* split : {"train", "t10k"}) {
+      std::ofstream(Path(absl::StrCat("mnist/", split, "-images-idx3-ubyte")), std::ios::binary)
+          << images;
+      std::ofstream(Path(absl::StrCat("mnist/", split, "-labels-idx1-ubyte")), std::ios::binary)
+          << labels;
+    }
+    std::ofstream(Path("mnist/" + c.file), std::ios::binary) << c.bytes;
+    auto r = Ampc({"train", model_, "--data", "mnist:" + Path("mnist"), "--save", Path("s.onnx")});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_THAT(r.err, HasSubstr(Path("mnist/" + c.file) + ": "));
+    EXPECT_THAT(r.err, HasSubstr(c.message));
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(Path("s.onnx")));
+  }
+}
+
 TEST_F(TrainCommandTest, AFailedRunWritesNoSaveFileAndLeavesTheModelAlone) {
   const std::string before = testing::ReadFileOrEmpty(model_);
   auto r = Ampc({"train", model_, "--data", "imagenet", "--save", Path("out.onnx")});
@@ -230,7 +270,8 @@ TEST_F(TrainCommandTest, TooManySkippedStepsNameTheFirstNonFiniteGradient) {
 
 // A forward softmax regression of 4 features and 3 classes, compiled with `ampc --train` and
 // --train-config `config`, as Path("compiled.onnx"); and npy:DIR data of 16 training samples,
-// sample 5 holding a NaN (its batch's step is skipped), and 6 test samples.
+// sample 5 holding 1e6 (finite, so ampc train takes it, but beyond FP16's range: the FP16 step's
+// loss is not finite and that batch's step is skipped), and 6 test samples.
 class ScheduledTrainingTest : public TrainCommandTest {
  protected:
   void Compile(const std::string& config) {
@@ -254,7 +295,7 @@ g (float[N, 4] image, int64[N] label) => (float loss, float[N, 3] logits)
     std::vector<int64_t> labels(16);
     for (size_t i = 0; i < images.size(); ++i) images[i] = static_cast<float>(i % 7) / 7 - 0.4f;
     for (size_t n = 0; n < labels.size(); ++n) labels[n] = static_cast<int64_t>(n % 3);
-    images[5 * 4 + 2] = NAN;
+    images[5 * 4 + 2] = 1e6f;
     auto npy = [&](const std::string& name, const Tensor& t) {
       std::ofstream(Path("data/" + name), std::ios::binary) << EncodeNpy(t);
     };
@@ -320,7 +361,7 @@ TEST_F(ScheduledTrainingTest, TheScheduleAdvancesOnAppliedStepsOnly) {
     }
     skipped_before = rows[i].skipped;
   }
-  EXPECT_EQ(skipped_before, 2);  // the NaN sample's batch, once per epoch
+  EXPECT_EQ(skipped_before, 2);  // the 1e6 sample's batch, once per epoch
   EXPECT_GE(repeats, 1);
   // --lr overrides the recorded base rate; the schedule still applies.
   r = Ampc(Train({"--metrics", Path("m2.csv"), "--lr", "0.4"}));

@@ -1,0 +1,203 @@
+#include "passes/verify_tensors.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "passes/graph_index.h"
+#include "passes/tensor_data.h"
+
+namespace ampc {
+namespace {
+
+using onnx::TensorProto;
+
+constexpr int32_t kNewestDataType = TensorProto::BFLOAT16;  // ONNX 1.12
+
+struct NonFinite {
+  int64_t nan = 0, inf = 0;
+};
+
+// 16-bit floats by their bits: an all-ones exponent is NaN (mantissa set) or infinity.
+void Count16(uint16_t bits, uint16_t exponent, uint16_t mantissa, NonFinite& count) {
+  if ((bits & exponent) != exponent) return;
+  ++((bits & mantissa) != 0 ? count.nan : count.inf);
+}
+
+template <typename T>
+void CountFloat(T value, NonFinite& count) {
+  if (std::isnan(value)) ++count.nan;
+  if (std::isinf(value)) ++count.inf;
+}
+
+// The i-th element of raw_data as T (raw_data is little-endian and may be unaligned).
+template <typename T>
+T RawAt(const std::string& raw, size_t i) {
+  T value;
+  std::memcpy(&value, raw.data() + i * sizeof(T), sizeof(T));
+  return value;
+}
+
+NonFinite CountNonFinite(const TensorProto& t) {
+  NonFinite count;
+  const std::string& raw = t.raw_data();
+  switch (t.data_type()) {
+    case TensorProto::FLOAT:
+      for (size_t i = 0; i < raw.size() / 4; ++i) CountFloat(RawAt<float>(raw, i), count);
+      for (float v : t.float_data()) CountFloat(v, count);
+      break;
+    case TensorProto::DOUBLE:
+      for (size_t i = 0; i < raw.size() / 8; ++i) CountFloat(RawAt<double>(raw, i), count);
+      for (double v : t.double_data()) CountFloat(v, count);
+      break;
+    case TensorProto::FLOAT16:
+    case TensorProto::BFLOAT16: {
+      const bool half = t.data_type() == TensorProto::FLOAT16;
+      const uint16_t exponent = half ? 0x7c00 : 0x7f80, mantissa = half ? 0x03ff : 0x007f;
+      for (size_t i = 0; i < raw.size() / 2; ++i) {
+        Count16(RawAt<uint16_t>(raw, i), exponent, mantissa, count);
+      }
+      for (int32_t v : t.int32_data()) Count16(static_cast<uint16_t>(v), exponent, mantissa, count);
+      break;
+    }
+    default:
+      break;
+  }
+  return count;
+}
+
+std::string DimsText(const TensorProto& t) {
+  return absl::StrCat("[", absl::StrJoin(t.dims(), ","), "]");
+}
+
+absl::Status CheckData(const TensorProto& t, const std::string& where) {
+  const int32_t type = t.data_type();
+  if (type == TensorProto::UNDEFINED || type < 0 || type > kNewestDataType) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": data type ", type, type == 0 ? " (UNDEFINED)" : " is unknown to ONNX 1.12"));
+  }
+  for (int64_t dim : t.dims()) {
+    if (dim < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": dims ", DimsText(t), " has a negative dim"));
+    }
+  }
+  if (t.data_location() == TensorProto::EXTERNAL) return absl::OkStatus();  // not loaded here
+  uint64_t elements = 1;
+  for (int64_t dim : t.dims()) {
+    if (__builtin_mul_overflow(elements, static_cast<uint64_t>(dim), &elements) ||
+        elements > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": dims ", DimsText(t), " overflow (over 2^63 elements)"));
+    }
+  }
+  if (type == TensorProto::STRING) {
+    if (static_cast<uint64_t>(t.string_data_size()) == elements) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(where, ": dims ", DimsText(t), " call for ",
+                                                   elements, " strings, it holds ",
+                                                   t.string_data_size()));
+  }
+  const std::optional<uint64_t> needed = DataBytes(t);
+  const uint64_t held = HeldBytes(t);
+  if (needed.has_value() && held == *needed) return absl::OkStatus();
+  if (!needed.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": dims ", DimsText(t), " need more than 2^64 bytes of data"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(where, ": dims ", DimsText(t), " need ", *needed,
+                                                 " bytes of data, it holds ", held, " bytes"));
+}
+
+class TensorWalk {
+ public:
+  explicit TensorWalk(std::vector<std::string>& warnings) : warnings_(warnings) {}
+  ~TensorWalk() {
+    if (unreported_ > 0) {
+      warnings_.push_back(
+          absl::StrCat("warning: ", unreported_, " more tensors hold NaN or infinite values"));
+    }
+  }
+
+  absl::Status Graph(const onnx::GraphProto& graph, const std::string& scope) {
+    for (const TensorProto& t : graph.initializer()) {
+      if (absl::Status s = Tensor(t, absl::StrCat(scope, "initializer '", t.name(), "'"));
+          !s.ok()) {
+        return s;
+      }
+    }
+    return Nodes(graph.node(), scope);
+  }
+
+  absl::Status Nodes(const google::protobuf::RepeatedPtrField<onnx::NodeProto>& nodes,
+                     const std::string& scope) {
+    for (int i = 0; i < nodes.size(); ++i) {
+      const onnx::NodeProto& node = nodes[i];
+      for (const onnx::AttributeProto& a : node.attribute()) {
+        const std::string where =
+            absl::StrCat(scope, DescribeNode(node, i), " attribute '", a.name(), "'");
+        if (a.has_t()) {
+          if (absl::Status s = Tensor(a.t(), where); !s.ok()) return s;
+        }
+        for (const TensorProto& t : a.tensors()) {
+          if (absl::Status s = Tensor(t, where); !s.ok()) return s;
+        }
+        const std::string inner = absl::StrCat(scope, DescribeNode(node, i), ": ");
+        if (a.has_g()) {
+          if (absl::Status s = Graph(a.g(), inner); !s.ok()) return s;
+        }
+        for (const onnx::GraphProto& g : a.graphs()) {
+          if (absl::Status s = Graph(g, inner); !s.ok()) return s;
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Tensor(const TensorProto& t, const std::string& where) {
+    if (absl::Status s = CheckData(t, where); !s.ok()) return s;
+    const NonFinite count = CountNonFinite(t);
+    if (count.nan == 0 && count.inf == 0) return absl::OkStatus();
+    if (reported_ == kMaxNonFiniteWarnings) {
+      ++unreported_;
+      return absl::OkStatus();
+    }
+    ++reported_;
+    std::string what;
+    if (count.nan > 0) absl::StrAppend(&what, count.nan, " NaN");
+    if (count.nan > 0 && count.inf > 0) absl::StrAppend(&what, " and ");
+    if (count.inf > 0) absl::StrAppend(&what, count.inf, " infinite");
+    warnings_.push_back(absl::StrCat("warning: ", where, " holds ", what,
+                                     count.nan + count.inf == 1 ? " value" : " values",
+                                     " (legal ONNX; kept as they are)"));
+    return absl::OkStatus();
+  }
+
+  std::vector<std::string>& warnings_;
+  int reported_ = 0;
+  int64_t unreported_ = 0;
+};
+
+}  // namespace
+
+absl::Status VerifyTensors(const onnx::ModelProto& model, std::vector<std::string>& warnings) {
+  TensorWalk walk(warnings);
+  if (absl::Status s = walk.Graph(model.graph(), ""); !s.ok()) return s;
+  for (const onnx::FunctionProto& f : model.functions()) {
+    const std::string scope = absl::StrCat("function '", f.domain(), ".", f.name(), "': ");
+    if (absl::Status s = walk.Nodes(f.node(), scope); !s.ok()) return s;
+  }
+  for (int i = 0; i < model.training_info_size(); ++i) {
+    const onnx::TrainingInfoProto& info = model.training_info(i);
+    const std::string scope = absl::StrCat("training_info[", i, "]: ");
+    if (absl::Status s = walk.Graph(info.initialization(), scope); !s.ok()) return s;
+    if (absl::Status s = walk.Graph(info.algorithm(), scope); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ampc
