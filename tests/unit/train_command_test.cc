@@ -268,6 +268,37 @@ TEST_F(TrainCommandTest, TooManySkippedStepsNameTheFirstNonFiniteGradient) {
   EXPECT_FALSE(fs::exists(Path("out.onnx")));
 }
 
+// --accumulate 3 over 8 batches an epoch: every epoch ends inside a window, so the checkpoint holds
+// half-filled accumulators and the micro-step; resuming must continue that window bit-identically.
+TEST_F(TrainCommandTest, ResumingInsideAnAccumulationWindowIsBitIdentical) {
+  models::MlpOptions small;
+  small.layers = {784, 16, 10};
+  std::ofstream(Path("mlp.onnx"), std::ios::binary) << models::BuildMlp(small).SerializeAsString();
+  auto r = Ampc(
+      {Path("mlp.onnx"), "-o", Path("acc.onnx"), "--train", "--loss", "loss", "--accumulate", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto train = [&](const std::string& save, const std::string& epochs, bool resume) {
+    std::vector<std::string> args = {
+        "train", Path("acc.onnx"), "--data",   "synthetic:256", "--batch", "32",
+        "--lr",  "0.01",           "--epochs", epochs,          "--save",  Path(save)};
+    if (resume) args.push_back("--resume");
+    return Ampc(args);
+  };
+  r = train("straight.onnx", "3", false);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("epoch 3: test accuracy"));
+  EXPECT_THAT(r.out, HasSubstr(", 8 steps applied, 0 skipped"));  // 24 batches / 3
+  r = train("resumed.onnx", "1", false);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(", 2 steps applied, 0 skipped"));  // 8 batches: 2 windows + 2
+  r = train("resumed.onnx", "3", true);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("from step 8"));
+  const std::string a = testing::ReadFileOrEmpty(Path("straight.onnx"));
+  ASSERT_FALSE(a.empty());
+  EXPECT_TRUE(a == testing::ReadFileOrEmpty(Path("resumed.onnx")));
+}
+
 // A forward softmax regression of 4 features and 3 classes, compiled with `ampc --train` and
 // --train-config `config`, as Path("compiled.onnx"); and npy:DIR data of 16 training samples,
 // sample 5 holding 1e6 (finite, so ampc train takes it, but beyond FP16's range: the FP16 step's
