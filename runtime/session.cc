@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "passes/ampc_ops.h"
 #include "passes/function_calls.h"
+#include "runtime/conv_fusion.h"
 #include "runtime/status_macros.h"
 
 namespace ampc {
@@ -140,6 +141,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(onnx::ModelProto model,
   // nodes, not taken from declarations, make the model safe to run: kernels index only inputs
   // the schema requires and size outputs by the type the node computes.
   if (absl::Status status = CheckAndInferTypes(m); !status.ok()) return status;
+  TypeMap types;
+  CollectTypes(m.graph(), types);
+  FuseConvs(*m.mutable_graph(), types);
   ExecutorEnv env{registry, backend, OpsetsOf(m)};
   absl::StatusOr<std::unique_ptr<GraphExecutor>> executor =
       GraphExecutor::Create(m.graph(), env, TypeMap());

@@ -1,12 +1,39 @@
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <utility>
 
 namespace ampc {
 namespace {
+
 thread_local bool in_parallel_region = false;
+
+// How long a thread that waits for work (or for the other threads' chunks) spins before it
+// sleeps: kernels follow each other within microseconds, and waking a sleeping thread takes
+// longer than many of them run.
+constexpr std::chrono::microseconds kSpin{100};
+
+void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Spins until done() or kSpin has passed; returns done().
+template <typename Done>
+bool SpinUntil(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  while (!done()) {
+    for (int i = 0; i < 64; ++i) CpuRelax();
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+  }
+  return true;
+}
+
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
@@ -45,6 +72,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
   }
   wake_.notify_all();
   RunChunks();
+  SpinUntil([this] { return pending_.load(std::memory_order_acquire) == 0; });
   std::exception_ptr error;
   {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -80,6 +108,7 @@ void ThreadPool::RunChunks() {
 void ThreadPool::WorkerLoop() {
   uint64_t seen = 0;
   while (true) {
+    SpinUntil([&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; });
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });

@@ -1,6 +1,7 @@
 // Intra-op parallelism: a fixed set of worker threads and ParallelFor over index ranges.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -39,9 +40,10 @@ class ThreadPool {
   int64_t job_size_ = 0;
   int64_t chunk_ = 0;
   int64_t next_ = 0;
-  int64_t pending_ = 0;  // chunks not yet finished
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  // Written under mutex_; atomic so that waiting threads can spin on them before sleeping.
+  std::atomic<int64_t> pending_ = 0;  // chunks not yet finished
+  std::atomic<uint64_t> generation_ = 0;
+  std::atomic<bool> stop_ = false;
   std::mutex call_mutex_;  // one ParallelFor at a time
   std::mutex error_mutex_;
   std::exception_ptr error_;  // the first exception a chunk threw

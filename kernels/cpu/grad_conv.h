@@ -25,7 +25,7 @@ absl::Status ConvGradTyped(KernelContext& context, const linalg::ConvGeometry& g
   if (!linalg::FitsBlas({mg, osize, kdim}))
     return NodeError(context, "a GEMM dimension exceeds 2^31-1");
   ThreadPool& pool = CpuOf(context.backend()).pool();
-  linalg::MatchBlasThreads(pool);
+  linalg::SingleThreadedBlas();
   linalg::AccInput<T> ady(dy.data<T>(), dy.size(), pool), ax(x.data<T>(), x.size(), pool),
       aw(w.data<T>(), w.size(), pool);
   std::vector<A> col(static_cast<size_t>(kdim * osize));
@@ -39,8 +39,9 @@ absl::Status ConvGradTyped(KernelContext& context, const linalg::ConvGeometry& g
     for (int64_t t = 0; t < batch * g.group && osize > 0; ++t) {
       const int64_t image = t / g.group, group = t % g.group;
       const A* dyg = ady.data() + (image * m + group * mg) * osize;
-      linalg::Gemm<A>(true, false, kdim, osize, mg, A{1}, aw.data() + group * mg * kdim, kdim, dyg,
-                      osize, A{0}, col.data(), osize);
+      linalg::ParallelGemm<A>(pool, true, false, kdim, osize, mg, A{1},
+                              aw.data() + group * mg * kdim, kdim, dyg, osize, A{0}, col.data(),
+                              osize);
       linalg::Col2Im(col.data(), back, cg, dx.data() + (image * c + group * cg) * isize, pool);
     }
     dx.Finish(pool);
@@ -52,9 +53,9 @@ absl::Status ConvGradTyped(KernelContext& context, const linalg::ConvGeometry& g
     for (int64_t t = 0; t < batch * g.group && osize > 0; ++t) {
       const int64_t image = t / g.group, group = t % g.group;
       linalg::Im2Col(ax.data() + (image * c + group * cg) * isize, g, cg, col.data(), pool);
-      linalg::Gemm<A>(false, true, mg, kdim, osize, A{1},
-                      ady.data() + (image * m + group * mg) * osize, osize, col.data(), osize, A{1},
-                      dw.data() + group * mg * kdim, kdim);
+      linalg::ParallelGemm<A>(pool, false, true, mg, kdim, osize, A{1},
+                              ady.data() + (image * m + group * mg) * osize, osize, col.data(),
+                              osize, A{1}, dw.data() + group * mg * kdim, kdim);
     }
     dw.Finish(pool);
   }

@@ -69,7 +69,8 @@ inline absl::Status ReadConvAttributes(KernelContext& context, ConvGeometry& g,
     return NodeError(context, absl::StrCat("unknown auto_pad '", auto_pad, "'"));
   }
   const Tensor* bias = context.input(2);
-  const int64_t channels = context.info().node.op_type() == "Conv" ? w.dim(0) : w.dim(1) * g.group;
+  const bool transpose = context.info().node.op_type() == "ConvTranspose";
+  const int64_t channels = transpose ? w.dim(1) * g.group : w.dim(0);
   if (bias != nullptr && (bias->rank() != 1 || bias->dim(0) != channels)) {
     return NodeError(context,
                      absl::StrCat("B must be [", channels, "], got ", ShapeString(bias->shape())));
@@ -260,19 +261,61 @@ void AddBias(const A* bias, int64_t channels, int64_t size, A* y) {
   }
 }
 
-// Runs task(t, scratch) for t in [0, tasks): in parallel when each task's GEMM is small enough
-// for OpenBLAS to run it on one thread, else one at a time with OpenBLAS's threads.
-template <typename A, typename Task>
-void RunConvTasks(ThreadPool& pool, int64_t tasks, int64_t gemm_work, Task task) {
-  if (gemm_work <= kSingleThreadedGemm) {
-    pool.ParallelFor(tasks, 1, [&](int64_t begin, int64_t end) {
-      std::vector<A> scratch;
-      for (int64_t t = begin; t < end; ++t) task(t, scratch);
-    });
-  } else {
-    std::vector<A> scratch;
-    for (int64_t t = 0; t < tasks; ++t) task(t, scratch);
+// What Conv does to each output value after the GEMM: add the bias (when there is one) and apply
+// Relu (FusedConv), as the separate nodes would, in the accumulation type. Loops without branches
+// on the values, so they vectorise.
+template <typename A>
+struct ConvEpilogue {
+  const A* bias;  // nullptr: none
+  bool relu;
+
+  // dst[p] = epilogue(src[p]) for the `size` values of channel `channel`; src may be dst.
+  void Row(const A* src, A* dst, int64_t size, int64_t channel) const {
+    const A b = bias != nullptr ? bias[channel] : A{0};
+    // max(v, 0) is Relu's v < 0 ? 0 : v (a NaN stays NaN); without a bias nothing is added, so
+    // a -0 product stays -0 as without the fusion.
+    if (relu && bias != nullptr) {
+      for (int64_t p = 0; p < size; ++p) dst[p] = std::max(src[p] + b, A{0});
+    } else if (relu) {
+      for (int64_t p = 0; p < size; ++p) dst[p] = std::max(src[p], A{0});
+    } else if (bias != nullptr) {
+      for (int64_t p = 0; p < size; ++p) dst[p] = src[p] + b;
+    } else if (src != dst) {
+      std::copy(src, src + size, dst);
+    }
   }
+  // In place over `channels` rows of `size` values, the first row being channel `first`.
+  void Apply(int64_t first, int64_t channels, int64_t size, A* y) const {
+    for (int64_t c = 0; c < channels; ++c) Row(y + c * size, y + c * size, size, first + c);
+  }
+};
+
+// Uninitialised working memory that grows to the largest size asked for.
+template <typename A>
+class Scratch {
+ public:
+  A* Get(int64_t n) {
+    if (n > size_) {
+      data_.reset(new A[static_cast<size_t>(n)]);
+      size_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<A[]> data_;
+  int64_t size_ = 0;
+};
+
+// Runs task(t, scratch) for t in [0, tasks) on the pool's threads, one Scratch per chunk of tasks.
+// A task's own ParallelFor and ParallelGemm run inline when tasks run in parallel, and split
+// over the pool when there is a single task.
+template <typename A, typename Task>
+void RunConvTasks(ThreadPool& pool, int64_t tasks, Task task) {
+  pool.ParallelFor(tasks, 1, [&](int64_t begin, int64_t end) {
+    Scratch<A> scratch;
+    for (int64_t t = begin; t < end; ++t) task(t, scratch);
+  });
 }
 
 // Allocates Y [N, channels, output...]; nullptr when it is empty (nothing to compute).
@@ -297,57 +340,60 @@ struct ConvOperands {
              context.input(2) ? context.input(2)->size() : 0, pool),
         has_bias(context.input(2) != nullptr),
         y(out.data<T>(), out.size()) {
-    MatchBlasThreads(pool);
+    SingleThreadedBlas();
   }
   AccInput<T> x, w, bias;
   bool has_bias;
   AccOutput<T> y;
 };
 
-// The column matrix of a batched Conv holds up to this many elements (16 MiB of floats).
-inline constexpr int64_t kConvColumnElements = int64_t{1} << 22;
+// A block of images shares one column matrix of up to this many elements (1 MiB of floats), so
+// one GEMM covers them when each image has few output positions.
+inline constexpr int64_t kConvColumnElements = int64_t{1} << 18;
+// Below this many output positions per GEMM the BLAS kernels run at a fraction of their speed.
+inline constexpr int64_t kConvGemmColumns = 256;
 
-// Conv with one group: the patches of a chunk of images side by side in one column matrix
-// [C*kernel, images*output], so one GEMM per chunk (threaded by OpenBLAS) replaces a small GEMM
-// per image; its [M, images*output] result is copied out per image, bias added.
+// Images per block of a one-group Conv: enough for kConvGemmColumns GEMM columns, few enough that
+// every thread gets a block and the column matrix stays within kConvColumnElements.
+inline int64_t ImagesPerBlock(int64_t batch, int64_t kdim, int64_t osize, int threads) {
+  const int64_t wanted = (kConvGemmColumns + osize - 1) / osize;
+  const int64_t fits = kConvColumnElements / std::max<int64_t>(1, kdim * osize);
+  const int64_t balanced = (batch + threads - 1) / threads;
+  return std::max<int64_t>(1, std::min({wanted, fits, balanced}));
+}
+
+// Conv with one group over a block of images: their patches side by side in one column matrix
+// [C*kernel, images*output] and one GEMM; with one image the GEMM writes Y directly, else its
+// [M, images*output] product is copied out per image. Bias added either way.
 template <typename T>
-void ConvBatched(const KernelContext& context, const ConvGeometry& g, ConvOperands<T>& op,
-                 ThreadPool& pool) {
+void ConvImageBlock(const ConvGeometry& g, ConvOperands<T>& op,
+                    const ConvEpilogue<Acc<T>>& epilogue, int64_t c, int64_t m, int64_t first,
+                    int64_t images, Scratch<Acc<T>>& scratch, ThreadPool& pool) {
   using A = Acc<T>;
-  const int64_t batch = context.in(0).dim(0), c = context.in(0).dim(1), m = context.in(1).dim(0);
   const int64_t isize = ElementCount(g.input), osize = ElementCount(g.output);
-  const int64_t kdim = c * ElementCount(g.kernel);
-  const int64_t chunk =
-      std::clamp<int64_t>(kConvColumnElements / std::max<int64_t>(1, kdim * osize), 1, batch);
-  std::unique_ptr<A[]> col(new A[static_cast<size_t>(kdim * osize * chunk)]);
-  std::unique_ptr<A[]> product(chunk > 1 ? new A[static_cast<size_t>(m * osize * chunk)] : nullptr);
-  for (int64_t first = 0; first < batch; first += chunk) {
-    const int64_t images = std::min(chunk, batch - first), columns = images * osize;
-    Im2Col(op.x.data() + first * c * isize, g, c, images, c * isize, col.get(), columns, pool);
-    A* y = op.y.data() + first * m * osize;
-    if (images == 1) {
-      Gemm<A>(false, false, m, osize, kdim, A{1}, op.w.data(), kdim, col.get(), osize, A{0}, y,
-              osize);
-      if (op.has_bias) AddBias(op.bias.data(), m, osize, y);
-      continue;
+  const int64_t kdim = c * ElementCount(g.kernel), columns = images * osize;
+  A* col = scratch.Get(kdim * columns + (images > 1 ? m * columns : 0));
+  Im2Col(op.x.data() + first * c * isize, g, c, images, c * isize, col, columns, pool);
+  A* y = op.y.data() + first * m * osize;
+  if (images == 1) {
+    ParallelGemm<A>(pool, false, false, m, osize, kdim, A{1}, op.w.data(), kdim, col, osize, A{0},
+                    y, osize);
+    epilogue.Apply(0, m, osize, y);
+    return;
+  }
+  A* product = col + kdim * columns;
+  ParallelGemm<A>(pool, false, false, m, columns, kdim, A{1}, op.w.data(), kdim, col, columns, A{0},
+                  product, columns);
+  for (int64_t image = 0; image < images; ++image) {
+    for (int64_t channel = 0; channel < m; ++channel) {
+      epilogue.Row(product + channel * columns + image * osize, y + (image * m + channel) * osize,
+                   osize, channel);
     }
-    Gemm<A>(false, false, m, columns, kdim, A{1}, op.w.data(), kdim, col.get(), columns, A{0},
-            product.get(), columns);
-    pool.ParallelFor(images * m, std::max<int64_t>(1, kCopyGrain / osize),
-                     [&](int64_t begin, int64_t end) {
-                       for (int64_t t = begin; t < end; ++t) {
-                         const int64_t image = t / m, channel = t % m;
-                         const A* src = product.get() + channel * columns + image * osize;
-                         A* dst = y + t * osize;
-                         const A bias = op.has_bias ? op.bias.data()[channel] : A{0};
-                         for (int64_t p = 0; p < osize; ++p) dst[p] = src[p] + bias;
-                       }
-                     });
   }
 }
 
 template <typename T>
-absl::Status ConvTyped(KernelContext& context, const ConvGeometry& g) {
+absl::Status ConvTyped(KernelContext& context, const ConvGeometry& g, bool relu) {
   using A = Acc<T>;
   const Tensor& x = context.in(0);
   const Tensor& w = context.in(1);
@@ -359,27 +405,35 @@ absl::Status ConvTyped(KernelContext& context, const ConvGeometry& g) {
   if (y == nullptr) return absl::OkStatus();
   ThreadPool& pool = CpuOf(context.backend()).pool();
   ConvOperands<T> op(context, *y, pool);
+  const ConvEpilogue<A> epilogue{op.has_bias ? op.bias.data() : nullptr, relu};
   // A 1x1 kernel over an unpadded, unstrided input reads the input as it is.
   const bool direct =
       ksize == 1 && g.input == g.output &&
       std::all_of(g.pad_begin.begin(), g.pad_begin.end(), [](int64_t p) { return p == 0; });
-  if (g.group == 1 && !direct && FitsBlas({batch * osize})) {
-    ConvBatched<T>(context, g, op, pool);
-    op.y.Finish(pool);
-    return absl::OkStatus();
+  if (g.group == 1 && !direct) {
+    const int64_t block = ImagesPerBlock(batch, kdim, osize, pool.threads());
+    if (FitsBlas({block * osize})) {
+      RunConvTasks<A>(pool, (batch + block - 1) / block, [&](int64_t t, Scratch<A>& scratch) {
+        const int64_t first = t * block;
+        ConvImageBlock<T>(g, op, epilogue, c, m, first, std::min(block, batch - first), scratch,
+                          pool);
+      });
+      op.y.Finish(pool);
+      return absl::OkStatus();
+    }
   }
-  RunConvTasks<A>(pool, batch * g.group, mg * osize * kdim, [&](int64_t t, std::vector<A>& col) {
+  RunConvTasks<A>(pool, batch * g.group, [&](int64_t t, Scratch<A>& scratch) {
     const int64_t image = t / g.group, group = t % g.group;
     const A* src = op.x.data() + (image * c + group * cg) * isize;
     if (!direct) {
-      col.resize(static_cast<size_t>(kdim * osize));
-      Im2Col(src, g, cg, col.data(), pool);
-      src = col.data();
+      A* col = scratch.Get(kdim * osize);
+      Im2Col(src, g, cg, col, pool);
+      src = col;
     }
     A* yg = op.y.data() + (image * m + group * mg) * osize;
-    Gemm<A>(false, false, mg, osize, kdim, A{1}, op.w.data() + group * mg * kdim, kdim, src, osize,
-            A{0}, yg, osize);
-    if (op.has_bias) AddBias(op.bias.data() + group * mg, mg, osize, yg);
+    ParallelGemm<A>(pool, false, false, mg, osize, kdim, A{1}, op.w.data() + group * mg * kdim,
+                    kdim, src, osize, A{0}, yg, osize);
+    epilogue.Apply(group * mg, mg, osize, yg);
   });
   op.y.Finish(pool);
   return absl::OkStatus();
@@ -387,8 +441,19 @@ absl::Status ConvTyped(KernelContext& context, const ConvGeometry& g) {
 
 inline absl::Status Conv(KernelContext& context) {
   AMPC_ASSIGN_OR_RETURN(const ConvGeometry g, ConvShape(context));
-  return DispatchKernel<AMPC_FLOAT_TYPES>(context,
-                                          [&]<typename T>() { return ConvTyped<T>(context, g); });
+  return DispatchKernel<AMPC_FLOAT_TYPES>(
+      context, [&]<typename T>() { return ConvTyped<T>(context, g, false); });
+}
+
+// FusedConv (runtime/conv_fusion.h): Conv with its activation applied as it writes Y.
+inline absl::Status FusedConv(KernelContext& context) {
+  const std::string activation = context.attributes().String("activation", "");
+  if (activation != "Relu") {
+    return NodeError(context, absl::StrCat("unsupported activation '", activation, "'"));
+  }
+  AMPC_ASSIGN_OR_RETURN(const ConvGeometry g, ConvShape(context));
+  return DispatchKernel<AMPC_FLOAT_TYPES>(
+      context, [&]<typename T>() { return ConvTyped<T>(context, g, true); });
 }
 
 // ConvTranspose's output size and padding per axis: from output_shape or auto_pad SAME_* (the
@@ -452,16 +517,16 @@ absl::Status ConvTransposeTyped(KernelContext& context, const ConvGeometry& g) {
   if (y == nullptr) return absl::OkStatus();
   ThreadPool& pool = CpuOf(context.backend()).pool();
   ConvOperands<T> op(context, *y, pool);
-  RunConvTasks<A>(pool, batch * g.group, rows * isize * cg, [&](int64_t t, std::vector<A>& col) {
+  RunConvTasks<A>(pool, batch * g.group, [&](int64_t t, Scratch<A>& scratch) {
     const int64_t image = t / g.group, group = t % g.group;
     const A* xg = op.x.data() + (image * c + group * cg) * isize;
-    col.resize(static_cast<size_t>(rows * isize));
+    A* col = scratch.Get(rows * isize);
     // col[(m, kernel offset), input position] = sum over c of W[c, m, offset] * X[c, position]
-    Gemm<A>(true, false, rows, isize, cg, A{1}, op.w.data() + group * cg * rows, rows, xg, isize,
-            A{0}, col.data(), isize);
+    ParallelGemm<A>(pool, true, false, rows, isize, cg, A{1}, op.w.data() + group * cg * rows, rows,
+                    xg, isize, A{0}, col, isize);
     A* yg = op.y.data() + (image * m + group * mg) * osize;
     std::fill(yg, yg + mg * osize, A{0});
-    Col2Im(col.data(), g, mg, yg, pool);
+    Col2Im(col, g, mg, yg, pool);
     if (op.has_bias) AddBias(op.bias.data() + group * mg, mg, osize, yg);
   });
   op.y.Finish(pool);

@@ -24,9 +24,9 @@
 namespace ampc::linalg {
 
 inline constexpr int64_t kCopyGrain = 16384;
-// OpenBLAS runs a GEMM with m*n*k at or below this on one thread (SMP_THRESHOLD_MIN *
-// GEMM_MULTITHREAD_THRESHOLD): such products may run inside ParallelFor without oversubscribing.
-inline constexpr int64_t kSingleThreadedGemm = 65536 * 4;
+// ParallelGemm splits a product over the pool only when m*n*k is above this (below it the split
+// costs more than it saves).
+inline constexpr int64_t kParallelGemmWork = 32 * 32 * 32;
 
 inline absl::Status UnsupportedType(KernelContext& context) {
   return NodeError(context, absl::StrCat("element type ", DTypeName(context.in(0).dtype()),
@@ -60,11 +60,12 @@ absl::Status DispatchKernel(KernelContext& context, Fn&& fn) {
 template <typename T>
 using Acc = typename Compute<T>::type;
 
-// OpenBLAS's own threads, once per process, as many as the first pool that asks (its threads and
-// the pool's never run at the same time: GEMMs are called outside ParallelFor, or small).
-inline void MatchBlasThreads(ThreadPool& pool) {
+// OpenBLAS on the calling thread only, once per process: the GEMMs are split over ampc's pool
+// (ParallelGemm, or one product per task), as OpenBLAS's own threads would spin and yield
+// against the pool's on the same cores.
+inline void SingleThreadedBlas() {
   static std::once_flag once;
-  std::call_once(once, [&pool] { openblas_set_num_threads(pool.threads()); });
+  std::call_once(once, [] { openblas_set_num_threads(1); });
 }
 
 // Whether BLAS (32-bit int dimensions) can take these sizes.
@@ -194,6 +195,36 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, A alpha, 
       }
     }
   }
+}
+
+// Gemm with C split into row blocks (or column blocks, when it is wider than tall) that the
+// pool's threads compute at once, each with single-threaded BLAS; inline when small or nested.
+template <typename A>
+void ParallelGemm(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                  A alpha, const A* a, int64_t lda, const A* b, int64_t ldb, A beta, A* c,
+                  int64_t ldc) {
+  const int64_t threads = pool.threads();
+  if (threads == 1 || m * n * k <= kParallelGemmWork) {
+    Gemm<A>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  const bool by_rows = m >= n;
+  const int64_t extent = by_rows ? m : n;
+  // Blocks a multiple of 16 (the width of the GEMM kernels' register tiles) where possible.
+  const int64_t block = std::max<int64_t>(1, ((extent + threads - 1) / threads + 15) / 16 * 16);
+  const int64_t blocks = (extent + block - 1) / block;
+  pool.ParallelFor(blocks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t t = first; t < last; ++t) {
+      const int64_t begin = t * block, size = std::min(block, extent - begin);
+      if (by_rows) {
+        Gemm<A>(trans_a, trans_b, size, n, k, alpha, a + (trans_a ? begin : begin * lda), lda, b,
+                ldb, beta, c + begin * ldc, ldc);
+      } else {
+        Gemm<A>(trans_a, trans_b, m, size, k, alpha, a, lda, b + (trans_b ? begin * ldb : begin),
+                ldb, beta, c + begin, ldc);
+      }
+    }
+  });
 }
 
 }  // namespace ampc::linalg

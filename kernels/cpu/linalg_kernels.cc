@@ -9,6 +9,7 @@
 #include "kernels/cpu/linalg_conv.h"
 #include "kernels/cpu/linalg_einsum.h"
 #include "kernels/cpu/linalg_gemm.h"
+#include "runtime/conv_fusion.h"
 #include "runtime/status_macros.h"
 
 namespace ampc {
@@ -69,15 +70,15 @@ absl::Status MatMulTyped(KernelContext& context) {
   if (y->size() == 0) return absl::OkStatus();
   if (!linalg::FitsBlas({s.m * batches, s.n, s.k})) return TooLarge(context);
   ThreadPool& pool = CpuOf(context.backend()).pool();
-  linalg::MatchBlasThreads(pool);
+  linalg::SingleThreadedBlas();
   AccInput<T> pa(a.data<T>(), a.size(), pool);
   AccInput<T> pb(b.data<T>(), b.size(), pool);
   AccOutput<T> out(y->data<T>(), y->size());
   const int64_t m = s.m, n = s.n, k = s.k;
   if (ElementCount(s.batch_b) == 1 && ElementCount(s.batch_a) == batches) {
     // B is shared by every batch and A is contiguous: one GEMM with the batches stacked as rows.
-    linalg::Gemm<Acc<T>>(false, false, batches * m, n, k, 1, pa.data(), k, pb.data(), n, 0,
-                         out.data(), n);
+    linalg::ParallelGemm<Acc<T>>(pool, false, false, batches * m, n, k, 1, pa.data(), k, pb.data(),
+                                 n, 0, out.data(), n);
   } else {
     std::vector<int64_t> offset_a(batches), offset_b(batches);
     const Shape* batch_shapes[] = {&s.batch_a, &s.batch_b};
@@ -86,18 +87,13 @@ absl::Status MatMulTyped(KernelContext& context) {
       offset_a[i] = offsets[0] * m * k;
       offset_b[i] = offsets[1] * k * n;
     });
-    auto run = [&](int64_t begin, int64_t end) {
+    // Products in parallel; a single one is split by ParallelGemm instead.
+    pool.ParallelFor(batches, 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        linalg::Gemm<Acc<T>>(false, false, m, n, k, 1, pa.data() + offset_a[i], k,
-                             pb.data() + offset_b[i], n, 0, out.data() + i * m * n, n);
+        linalg::ParallelGemm<Acc<T>>(pool, false, false, m, n, k, 1, pa.data() + offset_a[i], k,
+                                     pb.data() + offset_b[i], n, 0, out.data() + i * m * n, n);
       }
-    };
-    // Small products run one per pool thread; big ones one at a time on OpenBLAS's threads.
-    if (m * n * k <= linalg::kSingleThreadedGemm || !std::is_floating_point_v<Acc<T>>) {
-      pool.ParallelFor(batches, 1, run);
-    } else {
-      run(0, batches);
-    }
+    });
   }
   out.Finish(pool);
   return absl::OkStatus();
@@ -144,7 +140,7 @@ absl::Status GemmTyped(KernelContext& context) {
   AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, out_shape));
   if (y->size() == 0) return absl::OkStatus();
   ThreadPool& pool = CpuOf(context.backend()).pool();
-  linalg::MatchBlasThreads(pool);
+  linalg::SingleThreadedBlas();
   AccOutput<T> out(y->data<T>(), y->size());
   const bool use_c = c != nullptr && beta != Acc<T>{0};
   if (use_c) {
@@ -158,8 +154,8 @@ absl::Status GemmTyped(KernelContext& context) {
   }
   AccInput<T> pa(a.data<T>(), a.size(), pool);
   AccInput<T> pb(b.data<T>(), b.size(), pool);
-  linalg::Gemm<Acc<T>>(trans_a, trans_b, m, n, k, alpha, pa.data(), a.dim(1), pb.data(), b.dim(1),
-                       use_c ? beta : Acc<T>{0}, out.data(), n);
+  linalg::ParallelGemm<Acc<T>>(pool, trans_a, trans_b, m, n, k, alpha, pa.data(), a.dim(1),
+                               pb.data(), b.dim(1), use_c ? beta : Acc<T>{0}, out.data(), n);
   out.Finish(pool);
   return absl::OkStatus();
 }
@@ -177,6 +173,8 @@ void RegisterLinalgKernels(KernelRegistry& r) {
   r.Register("cpu", "", "MatMul", {{0, matmul}, {1, matmul}}, MatMul);
   r.Register("cpu", "", "Gemm", {{0, matmul}, {1, matmul}, {2, matmul}}, Gemm);
   r.Register("cpu", "", "Conv", {{0, floats}, {1, floats}, {2, floats}}, linalg::Conv);
+  r.Register("cpu", kRuntimeDomain, "FusedConv", {{0, floats}, {1, floats}, {2, floats}},
+             linalg::FusedConv);
   r.Register("cpu", "", "ConvTranspose", {{0, floats}, {1, floats}, {2, floats}},
              linalg::ConvTranspose);
   r.Register("cpu", "", "Einsum", {{0, matmul}}, linalg::Einsum);

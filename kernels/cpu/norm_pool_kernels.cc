@@ -26,6 +26,16 @@ bool IsNan(C v) {
   }
 }
 
+// A quiet NaN of type C where C has one, else v.
+template <typename C>
+C NanOr(C v) {
+  if constexpr (std::numeric_limits<C>::has_quiet_NaN) {
+    return std::numeric_limits<C>::quiet_NaN();
+  } else {
+    return v;
+  }
+}
+
 using pool::AxisWindow;
 using pool::ListWindow;
 using pool::MakePlan;
@@ -105,6 +115,49 @@ int64_t ColumnMajor(const PoolPlan& plan, int64_t offset) {
   return result;
 }
 
+// Whether every window of a 2-D pool is 2x2 with stride 2, inside the input (no padding, no
+// dilation, no ceil_mode window cut off).
+bool IsPlain2x2(const PoolPlan& plan) {
+  if (plan.in.size() != 2 || plan.window_size != 4) return false;
+  if (plan.dilations[0] != 1 || plan.dilations[1] != 1) return false;
+  for (const std::vector<AxisWindow>& axis : plan.axes) {
+    for (size_t o = 0; o < axis.size(); ++o) {
+      if (axis[o].count != 2 || axis[o].first != 2 * static_cast<int64_t>(o)) return false;
+    }
+  }
+  return true;
+}
+
+// MaxPool over plain 2x2 windows (IsPlain2x2), the common downsampling: two input rows per output
+// row and no per-window bookkeeping, so the loop vectorises. NaN as in MaxPool.
+template <typename T>
+void MaxPool2x2(KernelContext& context, const PoolPlan& plan, const T* px, T* py) {
+  using C = typename Compute<T>::type;
+  const int64_t width = plan.in[1], out_rows = plan.out[0], out_cols = plan.out[1];
+  const auto max = [](C a, C b) { return a > b ? a : b; };
+  CpuOf(context.backend())
+      .pool()
+      .ParallelFor(plan.planes, std::max<int64_t>(1, kElementwiseGrain / plan.in_size),
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t p = begin; p < end; ++p) {
+                       for (int64_t r = 0; r < out_rows; ++r) {
+                         const T* top = px + p * plan.in_size + 2 * r * width;
+                         const T* bottom = top + width;
+                         T* out = py + p * plan.out_size + r * out_cols;
+                         for (int64_t j = 0; j < out_cols; ++j) {
+                           const C a = Compute<T>::Load(top[2 * j]);
+                           const C b = Compute<T>::Load(top[2 * j + 1]);
+                           const C c = Compute<T>::Load(bottom[2 * j]);
+                           const C d = Compute<T>::Load(bottom[2 * j + 1]);
+                           const bool nan = IsNan(a) | IsNan(b) | IsNan(c) | IsNan(d);
+                           const C best = max(max(a, b), max(c, d));
+                           out[j] = Compute<T>::Store(nan ? NanOr(best) : best);
+                         }
+                       }
+                     }
+                   });
+}
+
 // MaxPool: the largest element of each window (a NaN wins, as in PyTorch, so it reaches a finite
 // check downstream); Indices (int64) are offsets
 // into the flattened input, the spatial part row-major or, with storage_order=1, column-major.
@@ -125,6 +178,10 @@ absl::Status MaxPool(KernelContext& context) {
         using C = typename Compute<T>::type;
         const T* px = x.data<T>();
         T* py = y->data<T>();
+        if (indices == nullptr && IsPlain2x2(plan)) {
+          MaxPool2x2<T>(context, plan, px, py);
+          return;
+        }
         // Without Indices the loop keeps no offset, so the compiler can use max instructions.
         const auto run = [&]<bool kIndices>() {
           ForEachPlaneWindow(context, plan, [&](int64_t p, int64_t o, const auto& window) {
@@ -149,7 +206,7 @@ absl::Status MaxPool(KernelContext& context) {
                 nan |= IsNan(v);
                 best = v > best ? v : best;
               });
-              if (nan) best = std::numeric_limits<C>::quiet_NaN();
+              if (nan) best = NanOr(best);
             }
             py[p * plan.out_size + o] = Compute<T>::Store(best);
             if constexpr (kIndices) {

@@ -121,17 +121,27 @@ TEST(MatMulTest, BatchDimsBroadcastBothWays) {
   EXPECT_EQ(Read(*y), want);
 }
 
+// [batches, m, k] times a shared right operand [k, n] and times one per batch [batches, k, n].
+void ExpectSharedAndPerBatchRightOperand(const std::string& type, DType dtype, int64_t batches,
+                                         int64_t m, int64_t k, int64_t n, int seed) {
+  const auto a = Pattern(batches * m * k, seed), b = Pattern(k * n, seed + 1);
+  const auto bs = Pattern(batches * k * n, seed + 2);
+  auto y = RunNode(type, "MatMul(a, b)", {Make(dtype, {batches, m, k}, a), Make(dtype, {k, n}, b)},
+                   {batches, m, n});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(Read(*y), RefBatchedMatMul(a, batches, b, 1, m, k, n));
+  y = RunNode(type, "MatMul(a, b)",
+              {Make(dtype, {batches, m, k}, a), Make(dtype, {batches, k, n}, bs)}, {batches, m, n});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(Read(*y), RefBatchedMatMul(a, batches, bs, batches, m, k, n));
+}
+
 TEST(MatMulTest, SharedRightOperandAndPerBatchRightOperand) {
-  const auto a = Pattern(4 * 3 * 6, 5), b = Pattern(6 * 2, 6), b4 = Pattern(4 * 6 * 2, 7);
-  auto y =
-      RunNode("double", "MatMul(a, b)",
-              {Make(DType::kDouble, {4, 3, 6}, a), Make(DType::kDouble, {6, 2}, b)}, {4, 3, 2});
-  ASSERT_TRUE(y.ok()) << y.status();
-  EXPECT_EQ(Read(*y), RefBatchedMatMul(a, 4, b, 1, 3, 6, 2));
-  y = RunNode("float", "MatMul(a, b)",
-              {Make(DType::kFloat, {4, 3, 6}, a), Make(DType::kFloat, {4, 6, 2}, b4)}, {4, 3, 2});
-  ASSERT_TRUE(y.ok()) << y.status();
-  EXPECT_EQ(Read(*y), RefBatchedMatMul(a, 4, b4, 4, 3, 6, 2));
+  ExpectSharedAndPerBatchRightOperand("double", DType::kDouble, 4, 3, 6, 2, 5);
+  ExpectSharedAndPerBatchRightOperand("float", DType::kFloat, 4, 3, 6, 2, 5);
+  // Above ParallelGemm's threshold: one stacked product split over the pool, and three products
+  // one per task.
+  ExpectSharedAndPerBatchRightOperand("float", DType::kFloat, 3, 50, 40, 60, 11);
 }
 
 TEST(MatMulTest, OneDimensionalOperandsFollowNumpy) {
@@ -254,6 +264,32 @@ TEST(GemmTest, ColumnBiasScalarBiasAndNoBias) {
               {Make(DType::kFloat, {3, 4}, a), Make(DType::kFloat, {4, 2}, b)}, {3, 2});
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_EQ(Read(*y), RefGemm(a, false, b, false, {}, 1, 1, 3, 4, 2));
+}
+
+TEST(GemmTest, ProductsSplitOverThePoolByRowsAndByColumnsMatchReference) {
+  // Above ParallelGemm's threshold: taller than wide (split by rows, 70 = 48 + 22: a block that is
+  // not a multiple of 16) and wider than tall (split by columns), every transpose combination.
+  struct Size {
+    int64_t m, k, n;
+  };
+  for (const Size s : {Size{70, 40, 33}, Size{20, 30, 90}}) {
+    for (const bool ta : {false, true}) {
+      for (const bool tb : {false, true}) {
+        const auto a = Pattern(s.m * s.k, 8), b = Pattern(s.k * s.n, 9), c = Pattern(s.n, 10);
+        std::vector<double> c_full;
+        for (int64_t i = 0; i < s.m; ++i) c_full.insert(c_full.end(), c.begin(), c.end());
+        const std::string node = absl::StrCat("Gemm <transA = ", ta, ", transB = ", tb,
+                                              ", alpha = 0.5, beta = 2.0> (a, b, c)");
+        auto y = RunNode("float", node,
+                         {Make(DType::kFloat, ta ? Shape{s.k, s.m} : Shape{s.m, s.k}, a),
+                          Make(DType::kFloat, tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, b),
+                          Make(DType::kFloat, {s.n}, c)},
+                         {s.m, s.n});
+        ASSERT_TRUE(y.ok()) << node << ": " << y.status();
+        EXPECT_EQ(Read(*y), RefGemm(a, ta, b, tb, c_full, 0.5, 2.0, s.m, s.k, s.n)) << node;
+      }
+    }
+  }
 }
 
 TEST(GemmTest, Fp16AddsBiasInFp32BeforeTheOneRounding) {
@@ -445,6 +481,21 @@ TEST(ConvTest, SeveralImagesGoThroughOneGemm) {
   ExpectConv("Conv", "pads = [1, 1, 1, 1]",
              ConvCase{{3, 4, 6, 6}, {3, 4, 3, 3}, {6, 6}, {1, 1}, {1, 1}, {1, 1}}, DType::kFloat16,
              "float16");
+}
+
+TEST(ConvTest, ImageBlocksAndSplitGemmsMatchReference) {
+  // 5 images of 5x5 outputs: blocks of 3 and 2 images share a column matrix (the product is
+  // copied out per image); with and without bias.
+  ExpectConv("Conv", "pads = [1, 1, 1, 1]",
+             ConvCase{{5, 3, 5, 5}, {4, 3, 3, 3}, {5, 5}, {1, 1}, {1, 1}, {1, 1}});
+  ExpectConv("Conv", "pads = [1, 1, 1, 1]",
+             ConvCase{{5, 3, 5, 5}, {4, 3, 3, 3}, {5, 5}, {1, 1}, {1, 1}, {1, 1}, 1, false});
+  // One image, 40 x 256 x 27: the GEMM itself is split over the pool (by columns).
+  ExpectConv("Conv", "pads = [1, 1, 1, 1]",
+             ConvCase{{1, 3, 16, 16}, {40, 3, 3, 3}, {16, 16}, {1, 1}, {1, 1}, {1, 1}});
+  // Groups and 1x1 kernels, one task per image and group, large enough to split too.
+  ExpectConv("Conv", "group = 2",
+             ConvCase{{3, 8, 20, 20}, {64, 4, 1, 1}, {20, 20}, {1, 1}, {1, 1}, {0, 0}, 2});
 }
 
 TEST(ConvTest, AutoPadSameUpperSameLowerAndValid) {

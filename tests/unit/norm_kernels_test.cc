@@ -336,6 +336,7 @@ const PoolCase kPoolCases[] = {
     {{2, 3, 2, 2, 0, 1, 1, 0}, true},   // asymmetric pads, ceil_mode adds a partial window
     {{3, 2, 3, 2, 1, 0, 2, 1}, true},   // ceil_mode where the last window would start in the pad
     {{2, 2, 2, 2, 0, 0, 0, 0}, true},   // ceil_mode with no pads: partial windows on the edge
+    {{2, 2, 2, 2, 0, 0, 0, 0}, false},  // plain 2x2 stride 2 (MaxPool's fast path), last row left
 };
 
 TEST(PoolTest, MaxPoolMatchesDirectLoops) {

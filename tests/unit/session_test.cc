@@ -247,5 +247,26 @@ g (float[1, 1, 4] x) => (float[1, 1, 2] y, float[1, 1, 1] z) {
   EXPECT_TRUE(std::isnan((*out)[1].data<float>()[0]));
 }
 
+TEST(SessionSafetyTest, MaxPool2x2PropagatesNaNFromAnyCornerOfTheWindow) {
+  static CpuBackend* backend = new CpuBackend(1);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto session = Session::Create(testing::ParseModelText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, 1, 2, 10] x) => (float[1, 1, 1, 5] y) {
+  y = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (x)
+}
+)"),
+                                 DefaultRegistry(), *backend);
+  ASSERT_TRUE(session.ok()) << session.status();
+  // Windows: NaN top-left, top-right, bottom-left, bottom-right, none (max 7).
+  std::vector<Tensor> inputs = {testing::Floats(
+      {1, 1, 2, 10}, {nan, 9, 1, nan, 1, 2, 3, 4, -1, 7, 5, 5, 2, 2, nan, 0, 8, nan, -3, -2})};
+  auto out = (*session)->Run(inputs);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const float* y = (*out)[0].data<float>();
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(std::isnan(y[i])) << i;
+  EXPECT_EQ(y[4], 7.0f);
+}
+
 }  // namespace
 }  // namespace ampc
