@@ -112,9 +112,7 @@ def svg(model: str, results: dict) -> str:
     return "\n".join(parts) + "\n"
 
 
-def report(args, all_results: dict) -> str:
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
+def report(args, all_results: dict, commit: str) -> str:
     load = os.getloadavg()[0]
     lines = [
         "# Convergence on Fashion-MNIST: FP32, FP16-AMP and BF16-AMP",
@@ -126,7 +124,7 @@ def report(args, all_results: dict) -> str:
         f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load "
         f"average {load:.1f} at the end; ampc's CPU backend (`--device cpu`, {args.threads} "
         "threads)",
-        f"- commit: {commit}",
+        f"- commit: {commit} (at the start; the binaries are `--ampc` and `--models-tool`)",
         f"- command: `{args.command}`",
         f"- training: Adam, lr {args.lr}, batch {args.batch}, seed 0 (same initial weights and "
         "data order in every dtype); FP16 with dynamic loss scaling (init 65536), BF16 and FP32 "
@@ -173,6 +171,8 @@ def main() -> None:
     p.add_argument("--no-write", action="store_true")
     p.add_argument("--command", default="tools/bench-convergence")
     args = p.parse_args()
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
     results: dict = {}
     with tempfile.TemporaryDirectory(prefix="ampc-convergence-") as tmp:
         work = pathlib.Path(tmp)
@@ -184,7 +184,7 @@ def main() -> None:
                 print(f"{model} {dtype}: accuracy per epoch "
                       f"{', '.join(f'{a:.4f}' for a in r['accuracy'])}; skipped {r['skipped']}, "
                       f"scale {r['scale']}, {r['seconds']:.0f} s", flush=True)
-    text = report(args, results)
+    text = report(args, results, commit)
     print(text)
     if not args.no_write:
         out = ROOT / "bench" / "results"
