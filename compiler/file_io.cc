@@ -116,7 +116,9 @@ void RemoveStaleTempFiles(const std::string& final_path) {
   const std::string prefix = final.filename().string() + ".tmp.";
   std::error_code error;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
-    absl::string_view name = entry.path().filename().native();
+    // Held by value: filename() returns a temporary, which a string_view of it would outlive.
+    const std::string filename = entry.path().filename().string();
+    absl::string_view name = filename;
     if (!absl::ConsumePrefix(&name, prefix)) continue;
     const size_t dot = name.find('.');
     int pid = 0;

@@ -29,6 +29,30 @@ std::map<std::string, int> OpsetsOf(const onnx::ModelProto& m) {
   return opsets;
 }
 
+// Every required attribute present and every known one of its schema's type: ONNX's inference
+// functions assume both (Scan's read a missing num_scan_inputs through a null pointer; found by
+// fuzz/session_fuzzer.cc).
+absl::Status CheckAttributes(const onnx::NodeProto& node, const onnx::OpSchema& schema) {
+  for (const auto& [name, formal] : schema.attributes()) {
+    const onnx::AttributeProto* found = nullptr;
+    for (const onnx::AttributeProto& attribute : node.attribute()) {
+      if (attribute.name() == name) found = &attribute;
+    }
+    if (found == nullptr) {
+      if (!formal.required) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "invalid model: ", NodeLabel(node), ": required attribute '", name, "' is missing"));
+    }
+    if (found->type() != formal.type) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "invalid model: ", NodeLabel(node), ": attribute '", name, "' is ",
+          onnx::AttributeProto::AttributeType_Name(found->type()), ", its schema says ",
+          onnx::AttributeProto::AttributeType_Name(formal.type)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Each node's input and output counts within its schema's range, and no required input omitted,
 // in every graph: kernels index inputs on that promise. (ONNX's checker checks this too, but it
 // also refuses graph inputs and outputs declared without a shape, which runnable models have.)
@@ -58,6 +82,7 @@ absl::Status CheckArity(const onnx::GraphProto& graph, const std::map<std::strin
                                                          formals[i].GetName(), "') is empty"));
         }
       }
+      AMPC_RETURN_IF_ERROR(CheckAttributes(node, *schema));
     }
     for (const onnx::AttributeProto& attribute : node.attribute()) {
       if (attribute.has_g()) AMPC_RETURN_IF_ERROR(CheckArity(attribute.g(), opsets));

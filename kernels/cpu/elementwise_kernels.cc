@@ -37,22 +37,34 @@ absl::Status Arithmetic(KernelContext& context) {
   return handled ? status : Unsupported<void>(context);
 }
 
+// Integer arithmetic wraps, as numpy's does, instead of overflowing (undefined behaviour): it is
+// done in an unsigned type at least as wide as `unsigned` (a narrower one would promote to int).
+template <typename C, typename Fn>
+C Wrapping(C a, C b, Fn fn) {
+  if constexpr (std::is_integral_v<C>) {
+    using U = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
+    return static_cast<C>(fn(static_cast<U>(a), static_cast<U>(b)));
+  } else {
+    return fn(a, b);
+  }
+}
+
 struct AddOp {
   template <typename C>
   static C Apply(C a, C b) {
-    return a + b;
+    return Wrapping(a, b, [](auto x, auto y) { return x + y; });
   }
 };
 struct SubOp {
   template <typename C>
   static C Apply(C a, C b) {
-    return a - b;
+    return Wrapping(a, b, [](auto x, auto y) { return x - y; });
   }
 };
 struct MulOp {
   template <typename C>
   static C Apply(C a, C b) {
-    return a * b;
+    return Wrapping(a, b, [](auto x, auto y) { return x * y; });
   }
 };
 struct DivOp {
@@ -61,7 +73,8 @@ struct DivOp {
     if constexpr (std::is_integral_v<C>) {
       if (b == 0) return C{0};  // undefined in ONNX; no trap
       if constexpr (std::is_signed_v<C>) {
-        if (b == C{-1}) return static_cast<C>(C{0} - a);  // INT_MIN / -1 wraps instead of trapping
+        // INT_MIN / -1 wraps to INT_MIN instead of trapping.
+        if (b == C{-1}) return Wrapping(C{0}, a, [](auto x, auto y) { return x - y; });
       }
       return static_cast<C>(a / b);
     } else {

@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define AMPC_HALF_F16C 1
 #endif
@@ -25,8 +26,13 @@ void ConvertAll(std::span<const In> in, std::span<Out> out, Convert convert) {
 // Chosen at run time: the build targets baseline x86-64. Both instructions ignore MXCSR's DAZ
 // and FTZ here (see half_test.cc), so results match the scalar code bit for bit, except that
 // VCVTPH2PS quiets signalling NaNs: blocks holding one are redone by the scalar code.
+// F16C is read from CPUID: clang 14's __builtin_cpu_supports does not know "f16c".
 bool HasF16c() {
-  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+    return __builtin_cpu_supports("avx") && (ecx & bit_F16C) != 0;
+  }();
   return has;
 }
 

@@ -261,7 +261,7 @@ absl::Status Mod(KernelContext& context) {
   const bool handled =
       Dispatch<AMPC_FLOAT_TYPES, AMPC_INT_TYPES>(context.in(0).dtype(), [&]<typename T>() {
         using C = typename Compute<T>::type;
-        status = BinaryMap<T, T>(context, context.in(0), context.in(1), [fmod](C a, C b) -> C {
+        status = BinaryMap<T, T>(context, context.in(0), context.in(1), [=](C a, C b) -> C {
           C r;
           if constexpr (std::is_floating_point_v<C>) {
             r = std::fmod(a, b);

@@ -149,7 +149,9 @@ void MaxPool2x2(KernelContext& context, const PoolPlan& plan, const T* px, T* py
                            const C b = Compute<T>::Load(top[2 * j + 1]);
                            const C c = Compute<T>::Load(bottom[2 * j]);
                            const C d = Compute<T>::Load(bottom[2 * j + 1]);
-                           const bool nan = IsNan(a) | IsNan(b) | IsNan(c) | IsNan(d);
+                           // `|`, not `||`: no branches in the inner loop.
+                           const bool nan =
+                               (int{IsNan(a)} | int{IsNan(b)} | int{IsNan(c)} | int{IsNan(d)}) != 0;
                            const C best = max(max(a, b), max(c, d));
                            out[j] = Compute<T>::Store(nan ? NanOr(best) : best);
                          }

@@ -51,9 +51,10 @@ std::vector<Case> ReadManifest(const std::string& path) {
 
 std::vector<std::string> Args(const Case& c, const std::string& ampc, const std::string& input,
                               const fs::path& out) {
-  std::vector<std::string> args = {"/bin/sh", "-c",
-                                   "ulimit -v 4194304 && ulimit -s 8192 && exec timeout 120 \"$@\"",
-                                   "sh", ampc};
+  std::vector<std::string> args = {
+      "/bin/sh", "-c",
+      testing::AddressSpaceLimit(4194304) + "ulimit -s 8192 && exec timeout 120 \"$@\"", "sh",
+      ampc};
   if (c.command == "compile") {
     for (const std::string& a : {input, std::string("-o"), (out / "out.onnx").string()}) {
       args.push_back(a);

@@ -7,8 +7,17 @@
 
 #include <fstream>
 #include <sstream>
+#include <string>
 
 extern char** environ;
+
+#if defined(__SANITIZE_ADDRESS__)
+#define AMPC_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define AMPC_UNDER_ASAN 1
+#endif
+#endif
 
 namespace ampc::testing {
 
@@ -43,6 +52,15 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string
   unlink(out_path.c_str());
   unlink(err_path.c_str());
   return result;
+}
+
+std::string AddressSpaceLimit(long long kb) {
+#ifdef AMPC_UNDER_ASAN
+  (void)kb;
+  return "";
+#else
+  return "ulimit -v " + std::to_string(kb) + " && ";
+#endif
 }
 
 }  // namespace ampc::testing

@@ -157,12 +157,13 @@ TEST(NegativeLogLikelihoodLossGradTest, ReductionsIgnoreIndexAndWeightsMatchFini
 
 TEST(SoftmaxCrossEntropyLossGradTest, BadLabelIsAnErrorNamingTheNode) {
   RegisterGradientOpSchemas();
+  CpuBackend backend(1);  // declared first: the session refers to it until destroyed
   auto session = Session::Create(
       testing::ParseModelText(R"(<ir_version: 8, opset_import: ["" : 17, "ai.ampc" : 1]>
 g (float dloss, float[2, 3] log_prob, int64[2] labels) => (float[2, 3] dx) {
   dx = ai.ampc.SoftmaxCrossEntropyLossGrad<reduction = "sum">(dloss, log_prob, labels)
 })"),
-      DefaultRegistry(), *new CpuBackend(1));
+      DefaultRegistry(), backend);
   ASSERT_TRUE(session.ok()) << session.status();
   std::vector<Tensor> inputs = {testing::ToTensor({DType::kFloat, {}, {1}}),
                                 testing::ToTensor({DType::kFloat, {2, 3}, {0, 0, 0, 0, 0, 0}}),

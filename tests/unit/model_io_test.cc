@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/file_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -527,6 +528,20 @@ TEST_F(ModelIoTest, SameFileComparesInodesOrNormalizedPaths) {
   EXPECT_TRUE(SameFile(Path("new.onnx"), Path("sub/../new.onnx")));
   EXPECT_FALSE(SameFile(Path("new.onnx"), Path("other.onnx")));
   EXPECT_FALSE(SameFile(Path("a.onnx"), Path("new.onnx")));
+}
+
+// The sanitizer build found RemoveStaleTempFiles reading each name through a string_view of a
+// destroyed temporary; under ASan this test fails on that read.
+TEST_F(ModelIoTest, StaleTempFilesOfAGoneProcessAreRemovedAndOthersKept) {
+  // 2^31 - 1 is above any pid_max, so kill() says no such process.
+  const std::string dead = "out.onnx.tmp.2147483647.abcdef";
+  const std::string live = absl::StrCat("out.onnx.tmp.", ::getpid(), ".abcdef");
+  for (const std::string& name :
+       {dead, live, std::string("out.onnx"), std::string("other.tmp.1.x")}) {
+    WriteFile(Path(name), "x");
+  }
+  RemoveStaleTempFiles(Path("out.onnx"));
+  EXPECT_EQ(Files(), (std::vector<std::string>{"other.tmp.1.x", "out.onnx", live}));
 }
 
 }  // namespace

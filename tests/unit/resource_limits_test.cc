@@ -99,8 +99,9 @@ class ResourceLimitsTest : public ::testing::Test {
   // ampc with at most `vmem_kb` of address space and an 8 MiB stack.
   testing::ProcessResult Ampc(const std::vector<std::string>& args, int64_t vmem_kb = 4194304) {
     std::vector<std::string> argv = {
-        "/bin/sh", "-c", absl::StrCat("ulimit -v ", vmem_kb, " && ulimit -s 8192 && exec \"$@\""),
-        "sh", AMPC_BINARY};
+        "/bin/sh", "-c",
+        absl::StrCat(testing::AddressSpaceLimit(vmem_kb), "ulimit -s 8192 && exec \"$@\""), "sh",
+        AMPC_BINARY};
     argv.insert(argv.end(), args.begin(), args.end());
     return testing::RunProcess(argv, dir_.string());
   }

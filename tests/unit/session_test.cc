@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -203,6 +204,28 @@ g (int32[1] a, int32[1] b) => (int32[1] y) {
                               testing::Make<int32_t>(DType::kInt32, {1}, {-1})});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ((*result)[0].data<int32_t>()[0], INT32_MIN);  // wraps, as numpy does
+}
+
+// Found by the UBSan build: signed overflow is undefined behaviour in C++; the kernels wrap.
+TEST(SessionSafetyTest, IntegerAddSubMulOverflowWraps) {
+  for (const auto& [op, a, b, want] :
+       std::vector<std::tuple<std::string, int32_t, int32_t, int32_t>>{
+           {"Add", INT32_MAX, 1, INT32_MIN},
+           {"Sub", INT32_MIN, 1, INT32_MAX},
+           {"Mul", INT32_MIN, -1, INT32_MIN},
+           {"Mul", 65536, 65536, 0}}) {
+    auto result = CreateAndRun(absl::StrCat(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (int32[1] a, int32[1] b) => (int32[1] y) {
+  y = )",
+                                            op, R"((a, b)
+}
+)"),
+                               {testing::Make<int32_t>(DType::kInt32, {1}, {a}),
+                                testing::Make<int32_t>(DType::kInt32, {1}, {b})});
+    ASSERT_TRUE(result.ok()) << op << ": " << result.status();
+    EXPECT_EQ((*result)[0].data<int32_t>()[0], want) << op << "(" << a << ", " << b << ")";
+  }
 }
 
 TEST(SessionSafetyTest, ActivationsPropagateNaN) {
