@@ -140,16 +140,22 @@ absl::StatusOr<LrSchedule> Schedule(const onnx::ModelProto& model, float base) {
   return schedule;
 }
 
+// Metadata entry `key` as a positive integer; `fallback` without it.
+absl::StatusOr<int64_t> PositiveMetadata(const onnx::ModelProto& model, const std::string& key,
+                                         int64_t fallback) {
+  const std::string* text = Metadata(model, key);
+  if (text == nullptr) return fallback;
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(*text, &value) || value < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metadata ", key, " = '", *text, "' is not a positive integer"));
+  }
+  return value;
+}
+
 // K of --accumulate: micro-batches per optimizer step (metadata ampc.accumulate; 1 without it).
 absl::StatusOr<int64_t> MicroBatchesPerStep(const onnx::ModelProto& model) {
-  const std::string* text = Metadata(model, kAccumulateKey);
-  if (text == nullptr) return 1;
-  int64_t k = 0;
-  if (!absl::SimpleAtoi(*text, &k) || k < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metadata ", kAccumulateKey, " = '", *text, "' is not a positive count"));
-  }
-  return k;
+  return PositiveMetadata(model, kAccumulateKey, 1);
 }
 
 // --max-consecutive-skips when given (> 0), else the model's metadata, else 100.
@@ -157,14 +163,7 @@ absl::StatusOr<int64_t> MaxConsecutiveSkips(const onnx::ModelProto& model) {
   if (absl::GetFlag(FLAGS_max_consecutive_skips) > 0) {
     return absl::GetFlag(FLAGS_max_consecutive_skips);
   }
-  const std::string* text = Metadata(model, "ampc.max_consecutive_skips");
-  if (text == nullptr) return kDefaultMaxConsecutiveSkips;
-  int64_t limit = 0;
-  if (!absl::SimpleAtoi(*text, &limit) || limit < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("metadata ampc.max_consecutive_skips = '", *text,
-                                                   "' is not a positive integer"));
-  }
-  return limit;
+  return PositiveMetadata(model, "ampc.max_consecutive_skips", kDefaultMaxConsecutiveSkips);
 }
 
 // Accuracy on the test set: argmax of the logits against the labels.
