@@ -92,9 +92,9 @@ absl::StatusOr<NonFiniteReport> TrainingSession::FindNonFinite(const NamedTensor
       report.first_op = node.op_type();
     }
   }
+  const absl::flat_hash_map<std::string, std::string> parameter = ParameterOfGradient(graph);
   for (const onnx::NodeProto& node : graph.node()) {
     if (node.domain() != "ai.ampc" || node.op_type() != "UnscaleClip") continue;
-    const absl::flat_hash_map<std::string, std::string> parameter = ParameterOfGradient(graph);
     for (int i = 1; i < node.input_size(); ++i) {
       auto it = parameter.find(node.input(i));
       if (nonfinite.contains(node.input(i)) && it != parameter.end()) {
