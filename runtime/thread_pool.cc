@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 namespace ampc {
@@ -38,7 +40,13 @@ bool SpinUntil(Done done) {
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 1; i < threads; ++i) {
+    try {
+      workers_.emplace_back([this] { WorkerLoop(); });
+    } catch (const std::system_error&) {
+      break;  // no room for another stack (ulimit -v, -u): the threads started do the work
+    }
+  }
 }
 
 ThreadPool::~ThreadPool() {

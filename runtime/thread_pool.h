@@ -14,7 +14,8 @@ namespace ampc {
 
 class ThreadPool {
  public:
-  // `threads` workers in all, the calling thread included; 0 means one per hardware thread.
+  // `threads` workers in all, the calling thread included; 0 means one per hardware thread. Fewer
+  // when the system refuses a thread (threads() says how many started).
   explicit ThreadPool(int threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
