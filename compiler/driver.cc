@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -285,6 +287,46 @@ absl::Status Dispatch(const CommandLine& line) {
   return Compile(args[0]);
 }
 
+// The model file a command line names ("" when none), for messages that have no other context.
+std::string ModelArgument(const CommandLine& line) {
+  const std::vector<std::string>& args = line.positionals;
+  if (args.empty()) return "";
+  for (const char* command : {"print", "explain", "train", "extract-step", "run"}) {
+    if (args[0] == command) return args.size() > 1 ? args[1] : "";
+  }
+  return args[0];
+}
+
+std::string OutOfMemoryMessage(const std::string& model) {
+  return absl::StrCat(model.empty() ? "" : model + ": ",
+                      "out of memory: the model needs more memory than the process may use "
+                      "(see `ulimit -v` and the free memory); no output was written");
+}
+
+// When an allocation fails, ampc prints one line and exits at once rather than throw
+// std::bad_alloc: Abseil's containers are not safe to unwind from a failed allocation (a
+// flat_hash_map's destructor then crashes), and noexcept code would abort. The output is only
+// ever renamed into place once complete, so exiting here never leaves a partial file. The text
+// is formatted in advance: after an allocation failed, formatting it could fail too.
+void InstallOutOfMemoryHandler(const std::string& model) {
+  static std::string* const text = new std::string;
+  *text = absl::StrCat("ampc: error: ", OutOfMemoryMessage(model), "\n");
+  std::set_new_handler([] {
+    std::fputs(text->c_str(), stderr);
+    std::_Exit(kExitInvalidModel);
+  });
+}
+
+absl::Status DispatchCatchingOutOfMemory(const CommandLine& line) {
+  const std::string model = ModelArgument(line);
+  InstallOutOfMemoryHandler(model);
+  try {
+    return Dispatch(line);
+  } catch (const std::bad_alloc&) {  // new[] of a size too large to represent
+    return absl::ResourceExhaustedError(OutOfMemoryMessage(model));
+  }
+}
+
 }  // namespace
 
 int RunCli(int argc, char** argv) {
@@ -298,7 +340,7 @@ int RunCli(int argc, char** argv) {
     std::cout << VersionText();
     return kExitOk;
   }
-  if (line.ok()) status = Dispatch(*line);
+  if (line.ok()) status = DispatchCatchingOutOfMemory(*line);
   if (status.ok()) return kExitOk;
   PrintDiagnostic(absl::StrCat("error: ", status.message()));
   return ExitCodeFor(status);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <exception>
+#include <new>
 #include <string>
 #include <string_view>
 
@@ -14,11 +15,14 @@ namespace ampc {
 std::string OneLine(std::string_view text);
 
 // Runs `fn`, converting any exception libonnx throws into InvalidArgument("<context>: <what>").
+// Running out of memory is not the model's fault: std::bad_alloc goes on to the CLI's handler.
 template <typename Fn>
 absl::Status CatchOnnx(const std::string& context, Fn&& fn) {
   try {
     fn();
     return absl::OkStatus();
+  } catch (const std::bad_alloc&) {
+    throw;
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(context + ": " + OneLine(e.what()));
   } catch (...) {

@@ -152,10 +152,8 @@ TEST_F(ResourceLimitsTest, MillionDeepSubgraphNestingIsAClearErrorNotAStackOverf
   EXPECT_FALSE(fs::exists(Path("out.onnx")));
 }
 
-// Relu after Relu: a graph as long as AMPC_LIMITS_NODES (default 300,000) compiles within
-// AMPC_LIMITS_VMEM_KB of address space (default 4 GiB) and an 8 MiB stack.
-TEST_F(ResourceLimitsTest, LargeGraphCompilesWithinBoundedMemoryAndStack) {
-  const int64_t nodes = EnvOr("AMPC_LIMITS_NODES", 300000);
+// Relu after Relu, `nodes` long, from input v0 to output y ([4] floats).
+std::string ChainModel(int64_t nodes) {
   onnx::ModelProto model;
   model.set_ir_version(8);
   model.add_opset_import()->set_version(17);
@@ -174,14 +172,45 @@ TEST_F(ResourceLimitsTest, LargeGraphCompilesWithinBoundedMemoryAndStack) {
     node.add_input(absl::StrCat("v", i));
     node.add_output(i + 1 == nodes ? "y" : absl::StrCat("v", i + 1));
   }
-  const std::string m = Write("long.onnx", model.SerializeAsString());
-  model.Clear();
+  return model.SerializeAsString();
+}
+
+// A graph as long as AMPC_LIMITS_NODES (default 300,000) compiles within AMPC_LIMITS_VMEM_KB of
+// address space (default 4 GiB) and an 8 MiB stack.
+TEST_F(ResourceLimitsTest, LargeGraphCompilesWithinBoundedMemoryAndStack) {
+  const int64_t nodes = EnvOr("AMPC_LIMITS_NODES", 300000);
+  const std::string m = Write("long.onnx", ChainModel(nodes));
   testing::ProcessResult r =
       Ampc({m, "-o", Path("out.onnx")}, EnvOr("AMPC_LIMITS_VMEM_KB", 4194304));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   absl::StatusOr<LoadedModel> out = LoadModel(Path("out.onnx"));
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->model.graph().node_size(), nodes);
+}
+
+// 100,000 nodes need about 300 MB; with 160 MiB every command ends with one line, exit code 1 and
+// nothing written, rather than std::bad_alloc's abort (or a crash unwinding Abseil's containers,
+// or OpenBLAS's threads retrying their buffers forever).
+TEST_F(ResourceLimitsTest, RunningOutOfMemoryIsOneLineAndWritesNothing) {
+  if (testing::AddressSpaceLimit(1).empty()) {
+    GTEST_SKIP() << "ASan reserves terabytes of address space, so no ulimit -v applies";
+  }
+  const std::string m = Write("long.onnx", ChainModel(100000));
+  const std::string expected =
+      absl::StrCat("ampc: error: ", m,
+                   ": out of memory: the model needs more memory than the process may use (see "
+                   "`ulimit -v` and the free memory); no output was written\n");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{m, "-o", Path("out.onnx")},
+        {"explain", m},
+        {"run", m, "--device=cpu", "--input=v0=/dev/null", "--output-dir", Path("outputs")}}) {
+    testing::ProcessResult r = Ampc(args, 163840);
+    EXPECT_EQ(r.exit_code, 1) << args[0];
+    EXPECT_EQ(r.err, expected) << args[0];
+  }
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(dir_)) left.push_back(entry.path().filename());
+  EXPECT_THAT(left, ::testing::ElementsAre("long.onnx"));
 }
 
 }  // namespace
