@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "passes/attribute_values.h"
 #include "passes/function_calls.h"
 #include "passes/graph_index.h"
 #include "passes/onnx_status.h"
@@ -121,6 +122,7 @@ absl::StatusOr<bool> VerifyInput::Run(ModelContext& context) {
   if (absl::Status s = CheckFunctionsDoNotRecurse(context.model); !s.ok()) {
     return Prefixed(context, s);
   }
+  if (absl::Status s = CheckAttributeValues(context.model); !s.ok()) return Prefixed(context, s);
   // Dangling inputs and values produced twice; the index ignores node order.
   if (auto index = GraphIndex::Build(context.model.graph()); !index.ok()) {
     return Prefixed(context, index.status());

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "passes/ampc_ops.h"
+#include "passes/attribute_values.h"
 #include "passes/function_calls.h"
 #include "runtime/conv_fusion.h"
 #include "runtime/status_macros.h"
@@ -100,6 +101,9 @@ absl::Status CheckAndInferTypes(onnx::ModelProto& m) {
   absl::flat_hash_map<std::string, int32_t> declared;
   AMPC_RETURN_IF_ERROR(CheckArity(m.graph(), OpsetsOf(m)));
   AMPC_RETURN_IF_ERROR(CheckFunctionsDoNotRecurse(m));  // inference would expand them forever
+  if (absl::Status s = CheckAttributeValues(m); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid model: ", s.message()));
+  }
   try {
     onnx::GraphProto& graph = *m.mutable_graph();
     google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> kept;
