@@ -59,7 +59,22 @@ struct Shared {
   // Names a training step updates or reads (TrainingReads): such initializers are read through
   // Cast nodes, so the inference graph always sees the current FP32 master weights.
   absl::flat_hash_set<std::string> master_weights;
+  // Output names replaced during the pass, kept alive: the graph indexes key values by views of
+  // the names in the model, and a renamed output must stay findable by its old name.
+  std::vector<std::unique_ptr<std::string>> retired_names;
 };
+
+// Renames output `slot` of `node` with a new string object, moving the old one to `retired`
+// unchanged (assigning in place would free or overwrite the characters the indexes point at).
+void RenameOutput(NodeProto& node, int slot, const std::string& name,
+                  std::vector<std::unique_ptr<std::string>>& retired) {
+  google::protobuf::RepeatedPtrField<std::string>& outputs = *node.mutable_output();
+  const int last = outputs.size() - 1;
+  outputs.SwapElements(slot, last);
+  retired.emplace_back(outputs.ReleaseLast());
+  *outputs.Add() = name;
+  outputs.SwapElements(slot, last);
+}
 
 // Cast-1 (opsets 1 to 5) names the target type as a string; later versions use the enum.
 void SetCastTarget(NodeProto& cast, int dtype, int opset) {
@@ -130,8 +145,10 @@ class GraphRewriter {
 };
 
 int GraphRewriter::DeclaredOutputDtype(const onnx::ValueInfoProto& output) const {
-  if (!output.type().has_tensor_type()) return 0;
-  const int declared = output.type().tensor_type().elem_type();
+  const onnx::TypeProto* type =
+      output.type().has_tensor_type() ? &output.type() : index_.Type(output.name());
+  if (type == nullptr || !type->has_tensor_type()) return 0;
+  const int declared = type->tensor_type().elem_type();
   return top_ && plan_.low_io && declared == TensorProto::FLOAT ? plan_.low_dtype : declared;
 }
 
@@ -146,13 +163,20 @@ void GraphRewriter::RenameMismatchedOutputs() {
     const int now = it->second.output_dtypes[source->slot];
     const int declared = DeclaredOutputDtype(output);
     const int position = index_.NodeIndex(*source->node);
+    if (declared == 0 && now != 0) {
+      // No declared type, none inferred (a subgraph of an op ONNX does not know): no dtype to
+      // cast back to, so the output stays as computed; the user is told.
+      plan_.warnings.push_back(absl::StrCat("graph output '", output.name(),
+                                            "' declares no type; it is now ", DtypeName(now)));
+      continue;
+    }
     if (now == declared || now == 0 ||
         graph_.node(position).output(source->slot) != output.name()) {
       continue;  // the same value listed twice as an output is renamed once
     }
     const std::string renamed = names_.Fresh(absl::StrCat(output.name(), "_", DtypeName(now)));
     renamed_outputs_[renamed] = output.name();
-    graph_.mutable_node(position)->set_output(source->slot, renamed);
+    RenameOutput(*graph_.mutable_node(position), source->slot, renamed, shared_.retired_names);
     const Value value{now, graph_.node(position).output(source->slot), position, nullptr,
                       &output.type()};
     Convert(output.name(), value, declared, output.name());
@@ -392,7 +416,7 @@ absl::StatusOr<bool> InsertCasts::Run(ModelContext& context) {
     index = *std::move(built);
   }
   Shared shared{
-      *context.plan, NameAllocator(context.model), CastOpset(OpsetsOf(context.model)), {}, {}};
+      *context.plan, NameAllocator(context.model), CastOpset(OpsetsOf(context.model)), {}, {}, {}};
   shared.master_weights = MasterWeights(context.model, context.training.enabled);
   GraphRewriter(*context.model.mutable_graph(), *index, nullptr, shared).Run();
   absl::flat_hash_set<std::string> reads;
