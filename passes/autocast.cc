@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <memory>
+#include <string_view>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -63,20 +64,30 @@ struct Value {
   bool loss = false;      // the loss op or downstream of it
 };
 
+// Keys are views of names in the model, which autocast never changes: a std::string key cost an
+// allocation per value at 1M nodes.
 class Scope {
  public:
   explicit Scope(const Scope* parent) : parent_(parent) {}
-  const Value* Find(const std::string& name) const {
+  const Value* Find(std::string_view name) const {
     auto it = values_.find(name);
     if (it != values_.end()) return &it->second;
     return parent_ == nullptr ? nullptr : parent_->Find(name);
   }
-  Value& operator[](const std::string& name) { return values_[name]; }
+  Value& operator[](std::string_view name) { return values_[name]; }
+  void Reserve(size_t values) { values_.reserve(values); }
 
  private:
   const Scope* parent_;
-  absl::flat_hash_map<std::string, Value> values_;
+  absl::flat_hash_map<std::string_view, Value> values_;
 };
+
+// The values a graph defines itself, for reserving its scope.
+size_t LocalValueCount(const onnx::GraphProto& graph) {
+  size_t count = graph.initializer_size() + graph.input_size();
+  for (const onnx::NodeProto& node : graph.node()) count += node.output_size();
+  return count;
+}
 
 // Elem types of a node's inputs and outputs in the input model (0 where absent or unknown).
 struct NodeTypes {
@@ -132,6 +143,11 @@ class Planner {
 void Planner::PlanGraph(const GraphIndex& index, const Scope* outer, bool top_level) {
   const onnx::GraphProto& graph = index.graph();
   Scope scope(outer);
+  scope.Reserve(LocalValueCount(graph));
+  if (top_level) {  // subgraph nodes are few; rehashing 1M plans as the map grows is not
+    plan_.nodes.reserve(graph.node_size());
+    plan_.order.reserve(graph.node_size());
+  }
   for (const TensorProto& init : graph.initializer()) {
     scope[init.name()] = Value{init.data_type(), &init, true, false};
   }
@@ -152,12 +168,13 @@ void Planner::PlanGraph(const GraphIndex& index, const Scope* outer, bool top_le
     for (const std::string& output : node.output()) {
       original.outputs.push_back(output.empty() ? 0 : ElemType(index.Type(output)));
     }
-    auto support = std::make_unique<FloatSupport>(node, opsets_, original.inputs);
-    const std::string name = node.name().empty() ? absl::StrCat(graph.name(), "#", i) : node.name();
+    FloatSupport support(node, opsets_, original.inputs);
     NodePlan& plan = plan_.nodes[&node];
+    plan.name = node.name().empty() ? absl::StrCat(graph.name(), "#", i) : node.name();
     plan_.order.push_back(&node);
-    if (PlanNode(node, name, *support, original, scope, plan)) {
-      deferred.push_back(Deferred{&node, std::move(support), std::move(original)});
+    if (PlanNode(node, plan.name, support, original, scope, plan)) {
+      deferred.push_back(
+          Deferred{&node, std::make_unique<FloatSupport>(std::move(support)), std::move(original)});
     }
     for (const GraphIndex* sub : index.Subgraphs(node)) PlanGraph(*sub, &scope, false);
   }
@@ -168,7 +185,6 @@ void Planner::PlanGraph(const GraphIndex& index, const Scope* outer, bool top_le
 bool Planner::PlanNode(const onnx::NodeProto& node, const std::string& name,
                        const FloatSupport& support, const NodeTypes& original, Scope& scope,
                        NodePlan& plan) {
-  plan.name = name;
   plan.first_output = node.output_size() > 0 ? node.output(0) : "";
   plan.op_type = node.op_type();
   plan.input_dtypes.assign(node.input_size(), 0);
