@@ -47,6 +47,13 @@ absl::StatusOr<std::unique_ptr<GraphIndex>> GraphIndex::Build(const onnx::GraphP
   return index;
 }
 
+absl::Status GraphIndex::Check(const onnx::GraphProto& graph) {
+  GraphIndex index;
+  index.graph_ = &graph;
+  if (absl::Status status = index.IndexSources(); !status.ok()) return status;
+  return index.IndexUses();  // no error depends on types
+}
+
 std::string GraphIndex::DescribeSource(const ValueSource& source) const {
   switch (source.kind) {
     case ValueSource::Kind::kNode:
