@@ -87,7 +87,8 @@ class GraphIndex {
   absl::Status ProducedTwice(std::string_view value, const ValueSource& first,
                              const ValueSource& second) const;
   absl::Status AddSource(std::string_view value, ValueSource source);
-  absl::Status AddInitializer(std::string_view value);
+  // `tensor` is null for a sparse initializer.
+  absl::Status AddInitializer(std::string_view value, const onnx::TensorProto* tensor);
   absl::Status IndexSources();
   void IndexTypes();
   absl::Status IndexUses();
