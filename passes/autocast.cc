@@ -122,10 +122,9 @@ class Planner {
   bool PlanNode(const onnx::NodeProto& node, const std::string& name, const FloatSupport& support,
                 const NodeTypes& original, Scope& scope, NodePlan& plan);
   int DecideByRules(const onnx::NodeProto& node, const std::string& name,
-                    const FloatSupport& support, const Scope& scope, NodePlan& plan,
-                    bool& deferred);
-  int CheckLegality(const onnx::NodeProto& node, const FloatSupport& support, const Scope& scope,
-                    int dtype, NodePlan& plan);
+                    const FloatSupport& support, bool loss, NodePlan& plan, bool& deferred);
+  int CheckLegality(const onnx::NodeProto& node, const FloatSupport& support, int dtype,
+                    NodePlan& plan);
   void ApplyDtype(const onnx::NodeProto& node, const FloatSupport& support,
                   const NodeTypes& original, int dtype, NodePlan& plan);
   void ResolveDeferred(const GraphIndex& index, std::vector<Deferred>& deferred);
@@ -137,6 +136,9 @@ class Planner {
   int cast_opset_;
   bool cast_supports_low_;
   std::unique_ptr<RE2> block_, lower_;
+  // The values the node being planned reads, by slot (null where absent or unknown): found once
+  // per node, not once per rule that looks.
+  std::vector<const Value*> inputs_;
   absl::flat_hash_map<const TensorProto*, float> max_abs_;
 };
 
@@ -192,13 +194,15 @@ bool Planner::PlanNode(const onnx::NodeProto& node, const std::string& name,
   plan.input_dtypes.assign(node.input_size(), 0);
   bool loss = IsLossOp(node);
   bool all_flexible = node.input_size() > 0;
+  inputs_.clear();
   for (const std::string& input : node.input()) {
     const Value* v = input.empty() ? nullptr : scope.Find(input);
+    inputs_.push_back(v);
     loss = loss || (v != nullptr && v->loss);
     all_flexible = all_flexible && (input.empty() || (v != nullptr && v->flexible));
   }
   bool deferred = false;
-  const int dtype = DecideByRules(node, name, support, scope, plan, deferred);
+  const int dtype = DecideByRules(node, name, support, loss, plan, deferred);
   ApplyDtype(node, support, original, dtype, plan);
   const bool constant_node = node.op_type() == "Constant" && node.attribute_size() == 1 &&
                              node.attribute(0).name() == "value";
@@ -213,8 +217,7 @@ bool Planner::PlanNode(const onnx::NodeProto& node, const std::string& name,
 }
 
 int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
-                           const FloatSupport& support, const Scope& scope, NodePlan& plan,
-                           bool& deferred) {
+                           const FloatSupport& support, bool loss, NodePlan& plan, bool& deferred) {
   if (HasSubgraph(node)) {
     plan.rule = "control flow: signature kept, bodies planned by the same rules";
     return 0;
@@ -235,12 +238,7 @@ int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
   }
   if (lower_ != nullptr && RE2::FullMatch(node.name(), *lower_)) {
     plan.rule = absl::StrCat("--lower-node '", options_.lower_node_regex, "'");
-    return CheckLegality(node, support, scope, options_.low_dtype, plan);
-  }
-  bool loss = IsLossOp(node);
-  for (const std::string& input : node.input()) {
-    const Value* v = input.empty() ? nullptr : scope.Find(input);
-    loss = loss || (v != nullptr && v->loss);
+    return CheckLegality(node, support, options_.low_dtype, plan);
   }
   if (loss) {
     plan.rule = "loss subgraph: the loss and everything downstream of it stay FP32";
@@ -249,7 +247,7 @@ int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
   plan.rule = absl::StrCat("category ", CategoryName(plan.category), " (", source, ")");
   switch (plan.category) {
     case Category::kLower:
-      return CheckLegality(node, support, scope, options_.low_dtype, plan);
+      return CheckLegality(node, support, options_.low_dtype, plan);
     case Category::kFp32:
       return TensorProto::FLOAT;
     case Category::kKeep:
@@ -261,7 +259,7 @@ int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
   }
   int widest = 0;
   for (int slot = 0; slot < node.input_size(); ++slot) {
-    const Value* v = node.input(slot).empty() ? nullptr : scope.Find(node.input(slot));
+    const Value* v = inputs_[slot];
     if (v == nullptr || v->flexible || !support.InputFollowsMain(slot) || !IsFloat(v->dtype)) {
       continue;
     }
@@ -272,13 +270,13 @@ int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
     plan.rule = "category FOLLOW, inputs all constant: follows its consumers";
     return TensorProto::FLOAT;  // until ResolveDeferred looks at the consumers
   }
-  if (widest != TensorProto::FLOAT) return CheckLegality(node, support, scope, widest, plan);
+  if (widest != TensorProto::FLOAT) return CheckLegality(node, support, widest, plan);
   return TensorProto::FLOAT;
 }
 
 // The low dtype only where the schema allows it and no constant overflows FP16.
-int Planner::CheckLegality(const onnx::NodeProto& node, const FloatSupport& support,
-                           const Scope& scope, int dtype, NodePlan& plan) {
+int Planner::CheckLegality(const onnx::NodeProto& node, const FloatSupport& support, int dtype,
+                           NodePlan& plan) {
   if (!cast_supports_low_) {
     plan.rule =
         absl::StrCat(plan.rule, "; but Cast-", cast_opset_, " has no ", DtypeName(dtype), ": FP32");
@@ -291,7 +289,7 @@ int Planner::CheckLegality(const onnx::NodeProto& node, const FloatSupport& supp
   }
   if (dtype != TensorProto::FLOAT16 || options_.clamp) return dtype;
   for (int slot = 0; slot < node.input_size(); ++slot) {
-    const Value* v = node.input(slot).empty() ? nullptr : scope.Find(node.input(slot));
+    const Value* v = inputs_[slot];
     if (v == nullptr || v->constant == nullptr || !support.InputFollowsMain(slot)) continue;
     const float max = MaxAbs(*v->constant);
     if (max > kFp16Max) {
