@@ -39,6 +39,8 @@ ABSL_FLAG(std::string, report, "", "Write the per-node decisions and the summary
 ABSL_FLAG(std::string, external_data, "auto",
           "auto: external data when the input used it or the model is too large to inline; "
           "always; never.");
+ABSL_FLAG(bool, time_passes, false,
+          "Print the time of load, each pass and save to stderr, one line each.");
 
 namespace ampc {
 namespace {
@@ -78,6 +80,7 @@ Flags:
   --print-after=PASS     print the canonical text after PASS ('all': after every pass)
   --external-data=MODE   auto (default): tensor data goes to OUT.data when the input used
                          external data or the model exceeds 1 GiB; always; never
+  --time-passes          print `ampc: time: STEP SECONDS s` to stderr for load, each pass and save
   --train --loss=NAME    compile a training model (training_info: the training step) whose loss
                          is the scalar FP32 value NAME; with --optimizer=sgd|momentum|adam|adamw
                          (default adamw), --weight-decay, --momentum, --nesterov, --freeze=REGEX,
@@ -139,11 +142,30 @@ absl::StatusOr<std::vector<std::unique_ptr<Pass>>> BuildPipeline() {
   return pipeline;
 }
 
+// --time-passes: one stderr line per step, as `ampc: time: STEP 1.23 s`.
+class StepTimer {
+ public:
+  StepTimer() : start_(std::chrono::steady_clock::now()) {}
+  void Report(absl::string_view step) {
+    const auto now = std::chrono::steady_clock::now();
+    if (absl::GetFlag(FLAGS_time_passes)) {
+      std::cerr << absl::StrFormat("ampc: time: %s %.2f s\n", step,
+                                   std::chrono::duration<double>(now - start_).count());
+    }
+    start_ = now;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
 absl::Status RunPipeline(ModelContext& context, std::vector<std::unique_ptr<Pass>>& pipeline) {
   const std::string print_after = absl::GetFlag(FLAGS_print_after);
   for (auto& pass : pipeline) {
     const std::shared_ptr<const GraphIndex> index_before = context.index;
+    StepTimer timer;
     absl::StatusOr<bool> changed = pass->Run(context);
+    timer.Report(pass->Name());
     // An index handed on by the previous pass describes the model only until this pass ran.
     if (context.index == index_before) context.index.reset();
     for (const std::string& warning : context.warnings) PrintDiagnostic(warning);
@@ -242,8 +264,10 @@ absl::Status Compile(const std::string& input) {
   if (!mode.ok()) return mode.status();
   absl::StatusOr<std::vector<std::unique_ptr<Pass>>> pipeline = BuildPipeline();
   if (!pipeline.ok()) return pipeline.status();
+  StepTimer timer;
   absl::StatusOr<LoadedModel> loaded = LoadModel(input);
   if (!loaded.ok()) return loaded.status();
+  timer.Report("load");
   CompileSummary summary;
   absl::StatusOr<std::shared_ptr<PrecisionPlan>> plan =
       CompileModel(input, loaded->model, *pipeline, summary);
@@ -253,7 +277,9 @@ absl::Status Compile(const std::string& input) {
     SaveOptions options;
     options.external_data = *mode;
     options.input_used_external_data = loaded->used_external_data;
+    timer = StepTimer();
     if (absl::Status s = SaveModel(loaded->model, output, options); !s.ok()) return s;
+    timer.Report("save");
   }
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cerr << SummaryLine(summary) << "\n";

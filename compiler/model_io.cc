@@ -212,7 +212,7 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& path) {
 namespace {
 
 absl::Status WriteProto(const onnx::ModelProto& model, const std::string& path, TempFile& file) {
-  uint64_t size = model.ByteSizeLong();
+  uint64_t size = model.ByteSizeLong();  // also caches every message's size for the write below
   if (size > kMaxInlineBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": model is ", size,
@@ -224,7 +224,9 @@ absl::Status WriteProto(const onnx::ModelProto& model, const std::string& path, 
   {
     CodedOutputStream coded(&output);
     coded.SetSerializationDeterministic(true);
-    written = model.SerializeToCodedStream(&coded) && !coded.HadError();
+    // SerializeToCodedStream would walk the whole model again to size it (0.2 s at 1M nodes).
+    model.SerializeWithCachedSizes(&coded);
+    written = !coded.HadError();
   }
   if (!output.Flush() || !written) {
     return file.Error("cannot write", output.GetErrno() != 0 ? output.GetErrno() : EIO);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <memory>
+#include <string_view>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -63,20 +64,30 @@ struct Value {
   bool loss = false;      // the loss op or downstream of it
 };
 
+// Keys are views of names in the model, which autocast never changes: a std::string key cost an
+// allocation per value at 1M nodes.
 class Scope {
  public:
   explicit Scope(const Scope* parent) : parent_(parent) {}
-  const Value* Find(const std::string& name) const {
+  const Value* Find(std::string_view name) const {
     auto it = values_.find(name);
     if (it != values_.end()) return &it->second;
     return parent_ == nullptr ? nullptr : parent_->Find(name);
   }
-  Value& operator[](const std::string& name) { return values_[name]; }
+  Value& operator[](std::string_view name) { return values_[name]; }
+  void Reserve(size_t values) { values_.reserve(values); }
 
  private:
   const Scope* parent_;
-  absl::flat_hash_map<std::string, Value> values_;
+  absl::flat_hash_map<std::string_view, Value> values_;
 };
+
+// The values a graph defines itself, for reserving its scope.
+size_t LocalValueCount(const onnx::GraphProto& graph) {
+  size_t count = graph.initializer_size() + graph.input_size();
+  for (const onnx::NodeProto& node : graph.node()) count += node.output_size();
+  return count;
+}
 
 // Elem types of a node's inputs and outputs in the input model (0 where absent or unknown).
 struct NodeTypes {
@@ -111,10 +122,9 @@ class Planner {
   bool PlanNode(const onnx::NodeProto& node, const std::string& name, const FloatSupport& support,
                 const NodeTypes& original, Scope& scope, NodePlan& plan);
   int DecideByRules(const onnx::NodeProto& node, const std::string& name,
-                    const FloatSupport& support, const Scope& scope, NodePlan& plan,
-                    bool& deferred);
-  int CheckLegality(const onnx::NodeProto& node, const FloatSupport& support, const Scope& scope,
-                    int dtype, NodePlan& plan);
+                    const FloatSupport& support, bool loss, NodePlan& plan, bool& deferred);
+  int CheckLegality(const onnx::NodeProto& node, const FloatSupport& support, int dtype,
+                    NodePlan& plan);
   void ApplyDtype(const onnx::NodeProto& node, const FloatSupport& support,
                   const NodeTypes& original, int dtype, NodePlan& plan);
   void ResolveDeferred(const GraphIndex& index, std::vector<Deferred>& deferred);
@@ -126,12 +136,20 @@ class Planner {
   int cast_opset_;
   bool cast_supports_low_;
   std::unique_ptr<RE2> block_, lower_;
+  // The values the node being planned reads, by slot (null where absent or unknown): found once
+  // per node, not once per rule that looks.
+  std::vector<const Value*> inputs_;
   absl::flat_hash_map<const TensorProto*, float> max_abs_;
 };
 
 void Planner::PlanGraph(const GraphIndex& index, const Scope* outer, bool top_level) {
   const onnx::GraphProto& graph = index.graph();
   Scope scope(outer);
+  scope.Reserve(LocalValueCount(graph));
+  if (top_level) {  // subgraph nodes are few; rehashing 1M plans as the map grows is not
+    plan_.nodes.reserve(graph.node_size());
+    plan_.order.reserve(graph.node_size());
+  }
   for (const TensorProto& init : graph.initializer()) {
     scope[init.name()] = Value{init.data_type(), &init, true, false};
   }
@@ -143,21 +161,24 @@ void Planner::PlanGraph(const GraphIndex& index, const Scope* outer, bool top_le
     scope[input.name()] = Value{lower ? options_.low_dtype : declared};  // never a constant
   }
   std::vector<Deferred> deferred;
+  NodeTypes original;  // one buffer for every node (two allocations per node at 1M nodes)
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnx::NodeProto& node = graph.node(i);
-    NodeTypes original;
+    original.inputs.clear();
+    original.outputs.clear();
     for (const std::string& input : node.input()) {
       original.inputs.push_back(input.empty() ? 0 : ElemType(index.Type(input)));
     }
     for (const std::string& output : node.output()) {
       original.outputs.push_back(output.empty() ? 0 : ElemType(index.Type(output)));
     }
-    auto support = std::make_unique<FloatSupport>(node, opsets_, original.inputs);
-    const std::string name = node.name().empty() ? absl::StrCat(graph.name(), "#", i) : node.name();
+    FloatSupport support(node, opsets_, original.inputs);
     NodePlan& plan = plan_.nodes[&node];
+    plan.name = node.name().empty() ? absl::StrCat(graph.name(), "#", i) : node.name();
     plan_.order.push_back(&node);
-    if (PlanNode(node, name, *support, original, scope, plan)) {
-      deferred.push_back(Deferred{&node, std::move(support), std::move(original)});
+    if (PlanNode(node, plan.name, support, original, scope, plan)) {
+      deferred.push_back(
+          Deferred{&node, std::make_unique<FloatSupport>(std::move(support)), original});
     }
     for (const GraphIndex* sub : index.Subgraphs(node)) PlanGraph(*sub, &scope, false);
   }
@@ -168,19 +189,20 @@ void Planner::PlanGraph(const GraphIndex& index, const Scope* outer, bool top_le
 bool Planner::PlanNode(const onnx::NodeProto& node, const std::string& name,
                        const FloatSupport& support, const NodeTypes& original, Scope& scope,
                        NodePlan& plan) {
-  plan.name = name;
   plan.first_output = node.output_size() > 0 ? node.output(0) : "";
   plan.op_type = node.op_type();
   plan.input_dtypes.assign(node.input_size(), 0);
   bool loss = IsLossOp(node);
   bool all_flexible = node.input_size() > 0;
+  inputs_.clear();
   for (const std::string& input : node.input()) {
     const Value* v = input.empty() ? nullptr : scope.Find(input);
+    inputs_.push_back(v);
     loss = loss || (v != nullptr && v->loss);
     all_flexible = all_flexible && (input.empty() || (v != nullptr && v->flexible));
   }
   bool deferred = false;
-  const int dtype = DecideByRules(node, name, support, scope, plan, deferred);
+  const int dtype = DecideByRules(node, name, support, loss, plan, deferred);
   ApplyDtype(node, support, original, dtype, plan);
   const bool constant_node = node.op_type() == "Constant" && node.attribute_size() == 1 &&
                              node.attribute(0).name() == "value";
@@ -195,8 +217,7 @@ bool Planner::PlanNode(const onnx::NodeProto& node, const std::string& name,
 }
 
 int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
-                           const FloatSupport& support, const Scope& scope, NodePlan& plan,
-                           bool& deferred) {
+                           const FloatSupport& support, bool loss, NodePlan& plan, bool& deferred) {
   if (HasSubgraph(node)) {
     plan.rule = "control flow: signature kept, bodies planned by the same rules";
     return 0;
@@ -217,12 +238,7 @@ int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
   }
   if (lower_ != nullptr && RE2::FullMatch(node.name(), *lower_)) {
     plan.rule = absl::StrCat("--lower-node '", options_.lower_node_regex, "'");
-    return CheckLegality(node, support, scope, options_.low_dtype, plan);
-  }
-  bool loss = IsLossOp(node);
-  for (const std::string& input : node.input()) {
-    const Value* v = input.empty() ? nullptr : scope.Find(input);
-    loss = loss || (v != nullptr && v->loss);
+    return CheckLegality(node, support, options_.low_dtype, plan);
   }
   if (loss) {
     plan.rule = "loss subgraph: the loss and everything downstream of it stay FP32";
@@ -231,7 +247,7 @@ int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
   plan.rule = absl::StrCat("category ", CategoryName(plan.category), " (", source, ")");
   switch (plan.category) {
     case Category::kLower:
-      return CheckLegality(node, support, scope, options_.low_dtype, plan);
+      return CheckLegality(node, support, options_.low_dtype, plan);
     case Category::kFp32:
       return TensorProto::FLOAT;
     case Category::kKeep:
@@ -243,7 +259,7 @@ int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
   }
   int widest = 0;
   for (int slot = 0; slot < node.input_size(); ++slot) {
-    const Value* v = node.input(slot).empty() ? nullptr : scope.Find(node.input(slot));
+    const Value* v = inputs_[slot];
     if (v == nullptr || v->flexible || !support.InputFollowsMain(slot) || !IsFloat(v->dtype)) {
       continue;
     }
@@ -254,13 +270,13 @@ int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
     plan.rule = "category FOLLOW, inputs all constant: follows its consumers";
     return TensorProto::FLOAT;  // until ResolveDeferred looks at the consumers
   }
-  if (widest != TensorProto::FLOAT) return CheckLegality(node, support, scope, widest, plan);
+  if (widest != TensorProto::FLOAT) return CheckLegality(node, support, widest, plan);
   return TensorProto::FLOAT;
 }
 
 // The low dtype only where the schema allows it and no constant overflows FP16.
-int Planner::CheckLegality(const onnx::NodeProto& node, const FloatSupport& support,
-                           const Scope& scope, int dtype, NodePlan& plan) {
+int Planner::CheckLegality(const onnx::NodeProto& node, const FloatSupport& support, int dtype,
+                           NodePlan& plan) {
   if (!cast_supports_low_) {
     plan.rule =
         absl::StrCat(plan.rule, "; but Cast-", cast_opset_, " has no ", DtypeName(dtype), ": FP32");
@@ -273,7 +289,7 @@ int Planner::CheckLegality(const onnx::NodeProto& node, const FloatSupport& supp
   }
   if (dtype != TensorProto::FLOAT16 || options_.clamp) return dtype;
   for (int slot = 0; slot < node.input_size(); ++slot) {
-    const Value* v = node.input(slot).empty() ? nullptr : scope.Find(node.input(slot));
+    const Value* v = inputs_[slot];
     if (v == nullptr || v->constant == nullptr || !support.InputFollowsMain(slot)) continue;
     const float max = MaxAbs(*v->constant);
     if (max > kFp16Max) {

@@ -47,6 +47,13 @@ absl::StatusOr<std::unique_ptr<GraphIndex>> GraphIndex::Build(const onnx::GraphP
   return index;
 }
 
+absl::Status GraphIndex::Check(const onnx::GraphProto& graph) {
+  GraphIndex index;
+  index.graph_ = &graph;
+  if (absl::Status status = index.IndexSources(); !status.ok()) return status;
+  return index.IndexUses();  // no error depends on types
+}
+
 std::string GraphIndex::DescribeSource(const ValueSource& source) const {
   switch (source.kind) {
     case ValueSource::Kind::kNode:
@@ -78,9 +85,10 @@ absl::Status GraphIndex::AddSource(std::string_view value, ValueSource source) {
   return ProducedTwice(value, entry.source, source);
 }
 
-absl::Status GraphIndex::AddInitializer(std::string_view value) {
+absl::Status GraphIndex::AddInitializer(std::string_view value, const onnx::TensorProto* tensor) {
   const ValueSource source{ValueSource::Kind::kInitializer};
   Value& entry = values_[value];
+  if (entry.initializer == nullptr) entry.initializer = tensor;  // one lookup, not two
   if (!entry.defined) {
     entry.defined = true;
     entry.source = source;
@@ -106,12 +114,10 @@ absl::Status GraphIndex::IndexSources() {
     }
   }
   for (const onnx::TensorProto& initializer : graph.initializer()) {
-    if (absl::Status s = AddInitializer(initializer.name()); !s.ok()) return s;
-    const onnx::TensorProto*& first = values_[initializer.name()].initializer;
-    if (first == nullptr) first = &initializer;
+    if (absl::Status s = AddInitializer(initializer.name(), &initializer); !s.ok()) return s;
   }
   for (const onnx::SparseTensorProto& sparse : graph.sparse_initializer()) {
-    if (absl::Status s = AddInitializer(sparse.values().name()); !s.ok()) return s;
+    if (absl::Status s = AddInitializer(sparse.values().name(), nullptr); !s.ok()) return s;
   }
   for (const onnx::NodeProto& node : graph.node()) {
     for (int slot = 0; slot < node.output_size(); ++slot) {

@@ -45,6 +45,9 @@ class GraphIndex {
   // the node and the value.
   static absl::StatusOr<std::unique_ptr<GraphIndex>> Build(const onnx::GraphProto& graph,
                                                            const GraphIndex* outer = nullptr);
+  // Fails where Build would, with the same message, but indexes no declared types and keeps
+  // nothing: for a caller that needs only the verdict (a third less work at 1M values).
+  static absl::Status Check(const onnx::GraphProto& graph);
   // Subgraph indexes point at their enclosing index, so an index stays where it was built.
   GraphIndex(const GraphIndex&) = delete;
   GraphIndex& operator=(const GraphIndex&) = delete;
@@ -84,7 +87,8 @@ class GraphIndex {
   absl::Status ProducedTwice(std::string_view value, const ValueSource& first,
                              const ValueSource& second) const;
   absl::Status AddSource(std::string_view value, ValueSource source);
-  absl::Status AddInitializer(std::string_view value);
+  // `tensor` is null for a sparse initializer.
+  absl::Status AddInitializer(std::string_view value, const onnx::TensorProto* tensor);
   absl::Status IndexSources();
   void IndexTypes();
   absl::Status IndexUses();

@@ -43,7 +43,12 @@ class Scope {
     return parent_ == nullptr ? nullptr : parent_->Find(key);
   }
   bool IsLocal(std::string_view key) const { return values_.contains(key); }
+  const Value* FindLocal(std::string_view key) const {
+    auto it = values_.find(key);
+    return it == values_.end() ? nullptr : &it->second;
+  }
   Value& operator[](std::string_view key) { return values_[key]; }
+  void Reserve(size_t values) { values_.reserve(values); }
 
  private:
   const Scope* parent_;
@@ -140,7 +145,8 @@ class GraphRewriter {
   int original_value_infos_ = 0;
   // New name -> the graph output's name (a view of the output's ValueInfoProto).
   absl::flat_hash_map<std::string, std::string_view> renamed_outputs_;
-  absl::flat_hash_map<std::pair<std::string, int>, std::string> converted_;
+  // (value's name, dtype) -> the converted value's name; keys view names as Value::name does.
+  absl::flat_hash_map<std::pair<std::string_view, int>, std::string> converted_;
   std::vector<std::vector<std::unique_ptr<NodeProto>>> after_;  // [0]: top, [i + 1]: after node i
 };
 
@@ -206,6 +212,9 @@ void GraphRewriter::SeedScope() {
 void GraphRewriter::Run() {
   original_value_infos_ = graph_.value_info_size();
   after_.resize(graph_.node_size() + 1);
+  size_t values = graph_.initializer_size() + graph_.input_size();
+  for (const NodeProto& node : graph_.node()) values += node.output_size();
+  scope_.Reserve(values);
   RenameMismatchedOutputs();
   SeedScope();
   for (int i = 0; i < graph_.node_size(); ++i) RewriteNode(i);
@@ -248,8 +257,12 @@ void GraphRewriter::RewriteNode(int position) {
   for (int slot = 0; slot < node.output_size(); ++slot) {
     const std::string& name = node.output(slot);
     if (name.empty()) continue;
-    auto renamed = renamed_outputs_.find(name);
-    const std::string_view key = renamed == renamed_outputs_.end() ? name : renamed->second;
+    std::string_view key = name;
+    if (!renamed_outputs_.empty()) {  // most graphs rename none: no hash per output then
+      if (auto renamed = renamed_outputs_.find(name); renamed != renamed_outputs_.end()) {
+        key = renamed->second;
+      }
+    }
     const int dtype = plan == nullptr ? 0 : plan->output_dtypes[slot];
     scope_[key] = Value{dtype, name, position, constant_node ? &node.attribute(0).t() : nullptr,
                         index_.Type(key)};
@@ -259,7 +272,7 @@ void GraphRewriter::RewriteNode(int position) {
 // A conversion made in this graph, or in an enclosing one (it precedes the node owning this
 // graph, so it is in scope here).
 const std::string* GraphRewriter::FindConverted(std::string_view name, int dtype) const {
-  auto it = converted_.find({std::string(name), dtype});
+  auto it = converted_.find(std::pair(name, dtype));
   if (it != converted_.end()) return &it->second;
   return parent_ == nullptr ? nullptr : parent_->FindConverted(name, dtype);
 }
@@ -286,7 +299,7 @@ std::string GraphRewriter::Convert(const std::string& key, const Value& value, i
     if (output_name.empty()) AddValueInfo(out, value.type, dtype);
     ++plan_.casts_added;
   }
-  converted_[{std::string(value.name), dtype}] = out;
+  converted_[std::pair(value.name, dtype)] = out;
   return out;
 }
 
@@ -340,10 +353,10 @@ void GraphRewriter::FinishGraphInterface() {
   }
   for (int i = 0; i < original_value_infos_; ++i) {
     onnx::ValueInfoProto& info = *graph_.mutable_value_info(i);
-    if (!scope_.IsLocal(info.name())) continue;
-    const Value& value = *scope_.Find(info.name());
-    if (value.name == info.name() && value.dtype != 0 && info.type().has_tensor_type()) {
-      info.mutable_type()->mutable_tensor_type()->set_elem_type(value.dtype);
+    const Value* value = scope_.FindLocal(info.name());
+    if (value == nullptr) continue;
+    if (value->name == info.name() && value->dtype != 0 && info.type().has_tensor_type()) {
+      info.mutable_type()->mutable_tensor_type()->set_elem_type(value->dtype);
     }
   }
 }

@@ -1,5 +1,8 @@
 #include "passes/name_allocator.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
@@ -8,6 +11,8 @@ namespace {
 
 // absl::string_view is not std::string_view in this Abseil build; its string hash takes the former.
 absl::string_view AbslView(std::string_view s) { return {s.data(), s.size()}; }
+
+constexpr size_t kBlockSize = size_t{1} << 20;
 
 }  // namespace
 
@@ -61,18 +66,41 @@ void NameAllocator::AddFunction(const onnx::FunctionProto& function) {
   for (const onnx::NodeProto& node : function.node()) AddNode(node);
 }
 
-void NameAllocator::Reserve(std::string_view name) {
-  if (!name.empty()) used_.emplace(AbslView(name));
+std::string_view NameAllocator::Store(std::string_view name) {
+  if (name.size() > block_left_) {
+    const size_t size = std::max(kBlockSize, name.size());
+    blocks_.emplace_back(new char[size]);
+    block_next_ = blocks_.back().get();
+    block_left_ = size;
+  }
+  char* copy = block_next_;
+  std::memcpy(copy, name.data(), name.size());
+  block_next_ += name.size();
+  block_left_ -= name.size();
+  return {copy, name.size()};
 }
 
-bool NameAllocator::Contains(std::string_view name) const { return used_.contains(AbslView(name)); }
+bool NameAllocator::Insert(std::string_view name) {
+  bool inserted = false;
+  used_.lazy_emplace(name, [&](const auto& construct) {
+    inserted = true;
+    construct(Store(name));
+  });
+  return inserted;
+}
+
+void NameAllocator::Reserve(std::string_view name) {
+  if (!name.empty()) Insert(name);
+}
+
+bool NameAllocator::Contains(std::string_view name) const { return used_.contains(name); }
 
 std::string NameAllocator::Fresh(std::string_view hint) {
   if (hint.empty()) hint = "v";
-  if (used_.emplace(AbslView(hint)).second) return std::string(hint);
+  if (Insert(hint)) return std::string(hint);
   int& suffix = next_suffix_.try_emplace(AbslView(hint), 1).first->second;
   std::string name = absl::StrCat(AbslView(hint), "_", suffix++);
-  while (!used_.insert(name).second) name = absl::StrCat(AbslView(hint), "_", suffix++);
+  while (!Insert(name)) name = absl::StrCat(AbslView(hint), "_", suffix++);
   return name;
 }
 

@@ -124,8 +124,8 @@ absl::StatusOr<bool> VerifyInput::Run(ModelContext& context) {
   }
   if (absl::Status s = CheckAttributeValues(context.model); !s.ok()) return Prefixed(context, s);
   // Dangling inputs and values produced twice; the index ignores node order.
-  if (auto index = GraphIndex::Build(context.model.graph()); !index.ok()) {
-    return Prefixed(context, index.status());
+  if (absl::Status s = GraphIndex::Check(context.model.graph()); !s.ok()) {
+    return Prefixed(context, s);
   }
   absl::StatusOr<bool> sorted = TopologicalSort(*context.model.mutable_graph());
   if (!sorted.ok()) return Prefixed(context, sorted.status());

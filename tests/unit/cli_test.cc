@@ -304,6 +304,18 @@ TEST_F(CliTest, PrintAfterPassGoesToStdout) {
   EXPECT_THAT(all.out, HasSubstr("# after infer-types"));
 }
 
+TEST_F(CliTest, TimePassesPrintsOneLinePerStep) {
+  const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
+  auto r = Ampc({path, "-o", out_, "--time-passes"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  for (const char* step : {"load", "verify-input", "infer-types", "autocast", "insert-casts",
+                           "fold-casts", "verify", "save"}) {
+    EXPECT_THAT(r.err, HasSubstr(std::string("ampc: time: ") + step + " ")) << step;
+  }
+  EXPECT_THAT(Ampc({path, "-o", out_}).err, ::testing::Not(HasSubstr("ampc: time:")));
+}
+
 // Known peer failure: external-data weights silently left unconverted. They are read, converted
 // and written back as external data.
 TEST_F(CliTest, ExternalDataWeightsAreConverted) {

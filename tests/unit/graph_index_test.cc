@@ -1,6 +1,5 @@
 #include "passes/graph_index.h"
 
-
 #include <string>
 #include <vector>
 
@@ -262,6 +261,32 @@ TEST(GraphIndexTest, UndefinedGraphOutput) {
   absl::StatusOr<std::unique_ptr<GraphIndex>> index = GraphIndex::Build(model.graph());
   ASSERT_FALSE(index.ok());
   EXPECT_THAT(index.status().message(), HasSubstr("output 'Y'"));
+}
+
+// Check is Build without the index: the same verdict and message on every graph, subgraphs too.
+TEST(GraphIndexTest, CheckFailsWhereBuildFailsWithTheSameMessage) {
+  std::vector<onnx::ModelProto> models = {Parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+          g (float[2] X) => (float[2] T) { T = Relu(X) T = Abs(X) })"),
+                                          Parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+          g (float[2] X) => (float[2] Y) { X = Relu(X) Y = Abs(X) })"),
+                                          Parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+          g (float[2] X) => (float[2] Y) { Y = Add(X, Missing) })"),
+                                          Parse(R"(<ir_version: 8, opset_import: ["" : 17]>
+          g (float[2] X) => (float[2] Y) { Z = Relu(X) })"),
+                                          Parse(kIfModel),
+                                          Parse(kIfModel)};
+  models.back()
+      .mutable_graph()
+      ->mutable_node(1)
+      ->mutable_attribute(1)
+      ->mutable_g()
+      ->mutable_node(0)
+      ->set_input(1, "Later");
+  for (const onnx::ModelProto& model : models) {
+    absl::StatusOr<std::unique_ptr<GraphIndex>> index = GraphIndex::Build(model.graph());
+    EXPECT_EQ(GraphIndex::Check(model.graph()), index.status());
+  }
+  EXPECT_TRUE(GraphIndex::Check(models[4].graph()).ok());
 }
 
 TEST(GraphIndexTest, DescribeNode) {
