@@ -59,7 +59,8 @@ std::string AddressSpaceLimit(long long kb) {
   (void)kb;
   return "";
 #else
-  return "ulimit -v " + std::to_string(kb) + " && ";
+  // OpenBLAS starts a thread per core as it loads, each retrying a refused 128 MB buffer forever.
+  return "ulimit -v " + std::to_string(kb) + " && export OPENBLAS_NUM_THREADS=1 && ";
 #endif
 }
 

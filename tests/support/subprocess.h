@@ -17,9 +17,10 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string
 
 std::string ReadFileOrEmpty(const std::string& path);
 
-// "ulimit -v KB && " for a shell command line, or "" in an AddressSanitizer build: ASan reserves
-// terabytes of address space for its shadow memory and cannot start under such a limit (that
-// build checks memory errors; the normal build checks the bounds).
+// "ulimit -v KB && export OPENBLAS_NUM_THREADS=1 && " for a shell command line, or "" in an
+// AddressSanitizer build: ASan reserves terabytes of address space for its shadow memory and
+// cannot start under such a limit (that build checks memory errors; the normal build checks the
+// bounds).
 std::string AddressSpaceLimit(long long kb);
 
 }  // namespace ampc::testing
