@@ -18,11 +18,12 @@ std::vector<float> ToFloats(const TensorProto& tensor) {
   const std::string bytes = RawBytes(tensor);
   if (tensor.data_type() == TensorProto::FLOAT) {
     std::vector<float> values(bytes.size() / 4);
-    std::memcpy(values.data(), bytes.data(), values.size() * 4);
+    // An empty vector's data() may be null, and memcpy from or to null is undefined even for 0.
+    if (!values.empty()) std::memcpy(values.data(), bytes.data(), values.size() * 4);
     return values;
   }
   std::vector<uint16_t> bits(bytes.size() / 2);
-  std::memcpy(bits.data(), bytes.data(), bits.size() * 2);
+  if (!bits.empty()) std::memcpy(bits.data(), bytes.data(), bits.size() * 2);
   std::vector<float> values(bits.size());
   if (tensor.data_type() == TensorProto::FLOAT16) {
     HalfToFloat(bits, values);
