@@ -48,6 +48,9 @@ class Backend {
   virtual void Release(void* data, size_t bytes) = 0;
 };
 
+// The tensor's data is host memory (a host tensor, or one of the CPU backend).
+bool InHostMemory(const Tensor& tensor);
+
 // A host copy of `tensor` (the tensor itself when it already lives in host memory).
 absl::StatusOr<Tensor> ToHost(const Tensor& tensor);
 

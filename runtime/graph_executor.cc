@@ -18,7 +18,7 @@ struct GraphExecutor::Step {
   std::vector<int> implicit_inputs;  // slots of info->implicit_inputs
   std::vector<int> outputs;          // slot per output; -1 for an omitted optional output
   std::vector<int> release;          // slots whose last use is this step
-  std::vector<int> host_inputs;      // input indices the kernel reads on the host
+  InputMemory memory;                // where the kernel reads its inputs
 };
 
 namespace {
@@ -46,10 +46,6 @@ void CollectNames(const onnx::GraphProto& graph, absl::flat_hash_set<std::string
 }
 
 constexpr int64_t kHostMirrorElements = 1024;
-
-bool InHostMemory(const Tensor& tensor) {
-  return tensor.backend() == nullptr || tensor.backend()->name() == "cpu";
-}
 
 bool IsConstantNode(const onnx::NodeProto& node) {
   return node.op_type() == "Constant" && (node.domain().empty() || node.domain() == "ai.onnx");
@@ -219,7 +215,7 @@ absl::Status GraphExecutor::AddNode(const onnx::NodeProto& node, const ExecutorE
     return GraphExecutor::Create(g, env, types);
   };
   absl::StatusOr<std::unique_ptr<OpKernel>> kernel =
-      env.registry.Create(*step->info, &step->host_inputs);
+      env.registry.Create(*step->info, &step->memory);
   if (!kernel.ok()) return kernel.status();
   step->kernel = *std::move(kernel);
   step->info->build_subgraph = nullptr;  // only valid during creation
@@ -243,31 +239,39 @@ absl::Status GraphExecutor::Compute(const Step& step, KernelContext& context) {
   }
 }
 
-absl::Status GraphExecutor::PlaceInputs(const Step& step, std::vector<Tensor*>& inputs,
-                                        std::vector<Tensor>& staged) const {
-  staged.clear();
-  staged.reserve(inputs.size());  // pointers into it stay valid
+absl::Status GraphExecutor::PlaceInputs(const Step& step, std::vector<Tensor>& values,
+                                        Mirrors& mirrors, std::vector<Tensor*>& inputs) const {
+  auto listed = [](const std::vector<int>& list, size_t k) {
+    return std::find(list.begin(), list.end(), static_cast<int>(k)) != list.end();
+  };
   for (size_t k = 0; k < inputs.size(); ++k) {
-    Tensor* value = inputs[k];
-    if (value == nullptr) continue;
-    const bool host = std::find(step.host_inputs.begin(), step.host_inputs.end(),
-                                static_cast<int>(k)) != step.host_inputs.end();
-    if (host == InHostMemory(*value)) continue;
-    if (host) {
-      auto mirror = host_constants_.find(step.inputs[k]);
-      if (mirror != host_constants_.end()) {
-        inputs[k] = const_cast<Tensor*>(&mirror->second);
-        continue;
-      }
+    const int slot = step.inputs[k];
+    if (slot < 0 || listed(step.memory.anywhere, k)) continue;
+    const bool host = listed(step.memory.host, k);
+    Tensor& value = values[slot];
+    if (host == InHostMemory(value)) continue;
+    if (auto constant = host_constants_.find(slot); host && constant != host_constants_.end()) {
+      inputs[k] = const_cast<Tensor*>(&constant->second);
+      continue;
     }
-    absl::StatusOr<Tensor> copy = host ? ToHost(*value) : OnBackend(*value, step.info->backend);
+    // The mirror holds the copy in the memory opposite to values[slot].
+    auto [mirror, first] = mirrors.try_emplace(slot);
+    if (!first) {
+      inputs[k] = &mirror->second;
+      continue;
+    }
+    absl::StatusOr<Tensor> copy = host ? ToHost(value) : OnBackend(value, step.info->backend);
     if (!copy.ok()) {
       return absl::Status(copy.status().code(),
                           absl::StrCat(step.info->label(), ": input '", step.info->node.input(k),
                                        "': ", copy.status().message()));
     }
-    staged.push_back(*std::move(copy));
-    inputs[k] = &staged.back();
+    if (host) {
+      mirror->second = *std::move(copy);
+      inputs[k] = &mirror->second;
+    } else {
+      mirror->second = std::exchange(value, *std::move(copy));
+    }
   }
   return absl::OkStatus();
 }
@@ -281,7 +285,8 @@ absl::StatusOr<std::vector<Tensor>> GraphExecutor::Run(std::span<const Tensor> i
   }
   for (size_t i = 0; i < free_slots_.size(); ++i) values[free_slots_[i]] = *outer[i];
   std::vector<Tensor*> step_inputs, step_implicit;
-  std::vector<Tensor> step_outputs, staged;
+  std::vector<Tensor> step_outputs;
+  Mirrors mirrors;
   for (const std::unique_ptr<Step>& step : steps_) {
     step_inputs.clear();
     for (size_t k = 0; k < step->inputs.size(); ++k) {
@@ -293,7 +298,7 @@ absl::StatusOr<std::vector<Tensor>> GraphExecutor::Run(std::span<const Tensor> i
       step_inputs.push_back(slot >= 0 ? &values[slot] : nullptr);
     }
     if (device_) {
-      if (absl::Status status = PlaceInputs(*step, step_inputs, staged); !status.ok()) {
+      if (absl::Status status = PlaceInputs(*step, values, mirrors, step_inputs); !status.ok()) {
         return status;
       }
     }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
 #include "runtime/kernel.h"
 #include "runtime/kernel_registry.h"
@@ -54,10 +55,12 @@ class GraphExecutor {
   absl::Status Build(const onnx::GraphProto& graph, const ExecutorEnv& env, const TypeMap& outer);
   absl::Status AddNode(const onnx::NodeProto& node, const ExecutorEnv& env, const TypeMap& types);
   absl::Status AddConstant(const std::string& name, const Tensor& host, Backend& backend);
-  // The tensors a step's kernel reads: device copies of host values and host copies of device
-  // values where the kernel needs them elsewhere (device backends only), kept alive in `staged`.
-  absl::Status PlaceInputs(const Step& step, std::vector<Tensor*>& inputs,
-                           std::vector<Tensor>& staged) const;
+  // A value's copy in the other memory (host or device), made at most once per run.
+  using Mirrors = absl::node_hash_map<int, Tensor>;
+  // Points a step's inputs at tensors in the memory its kernel reads them from (device backends
+  // only): a host value a device kernel reads is uploaded once and stays on the device.
+  absl::Status PlaceInputs(const Step& step, std::vector<Tensor>& values, Mirrors& mirrors,
+                           std::vector<Tensor*>& inputs) const;
   int SlotOf(const std::string& name);
   static absl::Status Compute(const Step& step, KernelContext& context);
 

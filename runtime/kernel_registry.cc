@@ -47,16 +47,16 @@ void KernelRegistry::Register(const std::string& backend, const std::string& op,
 
 void KernelRegistry::Register(const std::string& backend, const std::string& domain,
                               const std::string& op, std::vector<TypeConstraint> constraints,
-                              KernelFunction function, std::vector<int> host_inputs) {
+                              KernelFunction function, InputMemory memory) {
   Register(KernelDef{domain, op, backend, std::move(constraints),
                      [function](const KernelInfo&) -> absl::StatusOr<std::unique_ptr<OpKernel>> {
                        return std::make_unique<FunctionKernel>(function);
                      },
-                     std::move(host_inputs)});
+                     std::move(memory)});
 }
 
-absl::StatusOr<std::unique_ptr<OpKernel>> KernelRegistry::Create(
-    const KernelInfo& info, std::vector<int>* host_inputs) const {
+absl::StatusOr<std::unique_ptr<OpKernel>> KernelRegistry::Create(const KernelInfo& info,
+                                                                 InputMemory* memory) const {
   const std::string& domain = info.node.domain() == "ai.onnx" ? std::string() : info.node.domain();
   auto it = defs_.find(std::make_tuple(domain, info.node.op_type(), info.backend.name()));
   if (it == defs_.end()) {
@@ -70,7 +70,7 @@ absl::StatusOr<std::unique_ptr<OpKernel>> KernelRegistry::Create(
       return absl::Status(kernel.status().code(),
                           absl::StrCat(info.label(), ": ", kernel.status().message()));
     }
-    if (host_inputs != nullptr) *host_inputs = def.host_inputs;
+    if (memory != nullptr) *memory = def.memory;
     return kernel;
   }
   return absl::UnimplementedError(

@@ -24,15 +24,21 @@ struct TypeConstraint {
   std::vector<DType> types;
 };
 
+// Where a kernel reads its inputs on a backend whose memory is not host memory: on the device,
+// except `host` inputs (shapes, axes, indices it checks) and `anywhere` inputs it never reads
+// (a view's data, Shape's input), which stay where they are.
+struct InputMemory {
+  std::vector<int> host = {};
+  std::vector<int> anywhere = {};
+};
+
 struct KernelDef {
   std::string domain;  // "" is ai.onnx
   std::string op;
   std::string backend;
   std::vector<TypeConstraint> constraints;
   KernelFactory factory;
-  // Inputs the kernel reads on the host (shapes, axes): a device backend's executor hands it host
-  // copies of these and device tensors for every other input.
-  std::vector<int> host_inputs = {};
+  InputMemory memory = {};
 };
 
 class KernelRegistry {
@@ -45,12 +51,12 @@ class KernelRegistry {
                 KernelFunction function);
   void Register(const std::string& backend, const std::string& domain, const std::string& op,
                 std::vector<TypeConstraint> constraints, KernelFunction function,
-                std::vector<int> host_inputs = {});
+                InputMemory memory = {});
 
   // The kernel for the node, or Unimplemented naming node, op, backend and element types.
-  // `host_inputs`, when given, receives the chosen definition's host inputs.
+  // `memory`, when given, receives where the chosen definition reads its inputs.
   absl::StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info,
-                                                   std::vector<int>* host_inputs = nullptr) const;
+                                                   InputMemory* memory = nullptr) const;
 
   bool Has(const std::string& domain, const std::string& op, const std::string& backend) const;
 

@@ -245,7 +245,9 @@ absl::StatusOr<std::vector<Tensor>> Session::Run(std::span<const Tensor> inputs)
       continue;
     }
     if (absl::Status status = CheckInput(inputs_[i], tensor); !status.ok()) return status;
-    absl::StatusOr<Tensor> fed = OnBackend(tensor, backend_);
+    // A host input goes to the device when (and if) a device kernel reads it: the executor's
+    // placement. A tensor of another device is copied here.
+    absl::StatusOr<Tensor> fed = InHostMemory(tensor) ? tensor : OnBackend(tensor, backend_);
     if (!fed.ok()) return fed.status();
     feeds.push_back(*std::move(fed));
   }

@@ -61,8 +61,12 @@ absl::StatusOr<Tensor> Backend::NewTensor(DType dtype, Shape shape) {
   return Tensor(dtype, std::move(shape), *std::move(buffer));
 }
 
+bool InHostMemory(const Tensor& tensor) {
+  return tensor.backend() == nullptr || tensor.backend()->name() == "cpu";
+}
+
 absl::StatusOr<Tensor> ToHost(const Tensor& tensor) {
-  if (tensor.backend() == nullptr || tensor.backend()->name() == "cpu") return tensor;
+  if (InHostMemory(tensor)) return tensor;
   Tensor host = Tensor::Host(tensor.dtype(), tensor.shape());
   if (absl::Status status = tensor.backend()->CopyToHost(tensor, host.raw()); !status.ok())
     return status;

@@ -253,6 +253,7 @@ absl::Status TrainingSession::BuildEvaluation(const onnx::ModelProto& model,
 
 absl::StatusOr<Tensor> TrainingSession::Feed(const ValueSpec& spec, const Tensor& tensor) const {
   AMPC_RETURN_IF_ERROR(CheckInput(spec, tensor));
+  if (InHostMemory(tensor)) return tensor;  // the executor uploads it where a kernel needs it
   return OnBackend(tensor, backend_);
 }
 

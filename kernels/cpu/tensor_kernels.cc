@@ -323,13 +323,14 @@ void RegisterTensorKernels(KernelRegistry& r) {
   // Views and shape queries touch no element data (shapes, axes and the results of Shape and
   // Size live in host memory), so the same functions serve every backend.
   for (const std::string backend : {"cpu", "cuda"}) {
-    r.Register(backend, "", "Identity", {{0, all}}, Identity);
-    r.Register(backend, "", "Reshape", {{0, all}, {1, int64}}, Reshape, {1});
-    r.Register(backend, "", "Flatten", {{0, all}}, Flatten);
-    r.Register(backend, "", "Squeeze", {{0, all}, {1, int64}}, Squeeze, {1});
-    r.Register(backend, "", "Unsqueeze", {{0, all}, {1, int64}}, Unsqueeze, {1});
-    r.Register(backend, "", "Shape", {{0, all}}, ShapeOp);
-    r.Register(backend, "", "Size", {{0, all}}, Size);
+    const InputMemory view{.host = {1}, .anywhere = {0}};
+    r.Register(backend, "", "Identity", {{0, all}}, Identity, view);
+    r.Register(backend, "", "Reshape", {{0, all}, {1, int64}}, Reshape, view);
+    r.Register(backend, "", "Flatten", {{0, all}}, Flatten, view);
+    r.Register(backend, "", "Squeeze", {{0, all}, {1, int64}}, Squeeze, view);
+    r.Register(backend, "", "Unsqueeze", {{0, all}, {1, int64}}, Unsqueeze, view);
+    r.Register(backend, "", "Shape", {{0, all}}, ShapeOp, view);
+    r.Register(backend, "", "Size", {{0, all}}, Size, view);
   }
   reg("ConstantOfShape", {{0, int64}}, ConstantOfShape);
   reg("Range", {{0, {DType::kFloat, DType::kDouble, DType::kInt16, DType::kInt32, DType::kInt64}}},

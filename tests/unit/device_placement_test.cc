@@ -4,6 +4,7 @@
 // so reading them costs no copy, and Constant nodes run no kernel.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -47,7 +48,7 @@ class FakeDevice final : public Backend {
   const std::string name_ = "fake";
 };
 
-bool OnHost(const Tensor& t) { return t.backend() == nullptr || t.backend()->name() == "cpu"; }
+bool OnHost(const Tensor& t) { return InHostMemory(t); }
 
 // Neg on the device: refuses host tensors.
 absl::Status DeviceNeg(KernelContext& context) {
@@ -56,6 +57,18 @@ absl::Status DeviceNeg(KernelContext& context) {
   absl::StatusOr<Tensor*> out = context.Output(0, x.shape());
   if (!out.ok()) return out.status();
   for (int64_t i = 0; i < x.size(); ++i) (*out)->data<float>()[i] = -x.data<float>()[i];
+  return absl::OkStatus();
+}
+
+// Abs of int64 on the device (a device result that a host input then reads).
+absl::Status DeviceAbs(KernelContext& context) {
+  const Tensor& x = context.in(0);
+  if (OnHost(x)) return NodeError(context, "got a host tensor");
+  absl::StatusOr<Tensor*> out = context.Output(0, x.shape());
+  if (!out.ok()) return out.status();
+  for (int64_t i = 0; i < x.size(); ++i) {
+    (*out)->data<int64_t>()[i] = std::abs(x.data<int64_t>()[i]);
+  }
   return absl::OkStatus();
 }
 
@@ -92,8 +105,9 @@ KernelRegistry FakeRegistry() {
   KernelRegistry r;
   r.Register("fake", "", "Neg", {}, DeviceNeg);
   r.Register("fake", "", "Cast", {}, DeviceCast);
-  r.Register("fake", "", "Reshape", {}, HostShapeReshape, {1});
-  r.Register("fake", "", "Shape", {}, HostShape);
+  r.Register("fake", "", "Abs", {}, DeviceAbs);
+  r.Register("fake", "", "Reshape", {}, HostShapeReshape, {.host = {1}});
+  r.Register("fake", "", "Shape", {}, HostShape, {.anywhere = {0}});
   return r;
 }
 
@@ -107,8 +121,10 @@ g (float[2, 3] x, int64[2] dynamic) => (float[3, 2] a, float[2] b, float[6] c) {
   b = Cast <to = 1> (s)
   flat = Constant <value = int64[1] {6}> ()
   c0 = Reshape(x, flat)
-  c1 = Reshape(c0, dynamic)
-  c = Reshape(c1, flat)
+  d = Abs(dynamic)
+  c1 = Reshape(c0, d)
+  c2 = Reshape(c1, d)
+  c = Reshape(c2, flat)
 }
 )";
 
@@ -124,8 +140,10 @@ TEST(DevicePlacementTest, HostInputsGetHostTensorsAndDeviceKernelsDeviceTensors)
                                 testing::Int64s({2}, {2, 3})};
   auto outputs = (*session)->Run(inputs);
   ASSERT_TRUE(outputs.ok()) << outputs.status();
-  // Uploads: x and `dynamic` (Session::Run), Shape's host result for the device Cast. Downloads:
-  // `dynamic`, which Reshape reads on the host; the constant shapes come from their host mirrors.
+  // Uploads, once each however many device kernels read them: x, Shape's host result for the
+  // device Cast, `dynamic` for the device Abs. Downloads: Abs's result, which two Reshapes read
+  // on the host (the second from the first's copy); the constant shapes come from their host
+  // mirrors.
   EXPECT_EQ(device.uploads - uploads_at_creation, 3);
   EXPECT_EQ(device.downloads, 1);
   EXPECT_EQ((*outputs)[0].shape(), (Shape{3, 2}));
