@@ -8,4 +8,6 @@ namespace ampc {
 
 void RegisterCudaKernels(KernelRegistry& registry);
 
+void RegisterCudaLinalgKernels(KernelRegistry& registry);  // Gemm, MatMul (cuBLASLt)
+
 }  // namespace ampc

@@ -116,6 +116,11 @@ cudaError_t GemmWithoutProduct(ElemType type, int64_t m, int64_t n, void* c, int
                                int64_t batch, int64_t stride_c, float beta, const void* bias,
                                bool relu, cudaStream_t stream);
 
+// out[m,n] = in[rows,cols] broadcast (rows is 1 or m, cols is 1 or n): ONNX Gemm's C, placed in
+// the output before a product with beta. FP32, FP16 or BF16 (a copy of the bits).
+cudaError_t BroadcastToMatrix(ElemType type, const void* in, int64_t rows, int64_t cols, void* out,
+                              int64_t m, int64_t n, cudaStream_t stream);
+
 }  // namespace ampc::cuda
 
 #endif  // AMPC_KERNELS_CUDA_GEMM_H_

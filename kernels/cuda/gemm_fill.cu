@@ -1,4 +1,5 @@
-// Gemm's degenerate case (K == 0 or alpha == 0): C = epilogue(beta * C + bias), no product.
+// Filling C around a GEMM: its degenerate case (K == 0 or alpha == 0), C = epilogue(beta * C +
+// bias) without a product; and ONNX Gemm's C broadcast into the output before the product.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -58,7 +59,41 @@ cudaError_t Launch(void* c, int64_t m, int64_t n, int64_t ldc, int64_t batch, in
   return cudaGetLastError();
 }
 
+template <typename T>
+__global__ void BroadcastKernel(const T* in, int64_t rows, int64_t cols, T* out, int64_t m,
+                                int64_t n) {
+  const int64_t total = m * n;
+  const int64_t step = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total; i += step) {
+    const int64_t row = rows == 1 ? 0 : i / n, col = cols == 1 ? 0 : i % n;
+    out[i] = in[row * cols + col];
+  }
+}
+
 }  // namespace
+
+cudaError_t BroadcastToMatrix(ElemType type, const void* in, int64_t rows, int64_t cols, void* out,
+                              int64_t m, int64_t n, cudaStream_t stream) {
+  if (m < 0 || n < 0 || (rows != 1 && rows != m) || (cols != 1 && cols != n)) {
+    return cudaErrorInvalidValue;
+  }
+  if (m == 0 || n == 0) return cudaSuccess;
+  const int64_t blocks = std::min((m * n + kThreads - 1) / kThreads, kMaxBlocks);
+  const unsigned grid = static_cast<unsigned>(blocks);
+  switch (ElemSize(type)) {  // a copy: only the element size matters
+    case 2:
+      BroadcastKernel<<<grid, kThreads, 0, stream>>>(static_cast<const uint16_t*>(in), rows, cols,
+                                                     static_cast<uint16_t*>(out), m, n);
+      break;
+    case 4:
+      BroadcastKernel<<<grid, kThreads, 0, stream>>>(static_cast<const uint32_t*>(in), rows, cols,
+                                                     static_cast<uint32_t*>(out), m, n);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
 
 cudaError_t GemmWithoutProduct(ElemType type, int64_t m, int64_t n, void* c, int64_t ldc,
                                int64_t batch, int64_t stride_c, float beta, const void* bias,
