@@ -6,6 +6,7 @@ namespace ampc {
 // in kernels/cpu: they touch no element data.
 void RegisterCudaKernels(KernelRegistry& registry) {
   RegisterCudaLinalgKernels(registry);
+  RegisterCudaScalerKernels(registry);
 }
 
 }  // namespace ampc
