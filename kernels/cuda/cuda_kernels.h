@@ -8,4 +8,7 @@ namespace ampc {
 
 void RegisterCudaKernels(KernelRegistry& registry);
 
+void RegisterCudaLinalgKernels(KernelRegistry& registry);  // Gemm, MatMul (cuBLASLt)
+void RegisterCudaScalerKernels(KernelRegistry& registry);  // ai.ampc loss scaling, optimizers
+
 }  // namespace ampc
