@@ -8,4 +8,9 @@ namespace ampc {
 
 void RegisterCudaKernels(KernelRegistry& registry);
 
+// Reductions, Softmax/LogSoftmax and their grads (reduce_ops.cc); it also registers
+// SoftmaxCrossEntropyLoss, LayerNormalization and their grads (reduce_loss_norm_ops.cc).
+void RegisterCudaReduceKernels(KernelRegistry& registry);
+void RegisterCudaLossAndNormKernels(KernelRegistry& registry);
+
 }  // namespace ampc
