@@ -16,11 +16,8 @@ namespace ampc::cuda {
 namespace {
 
 using detail::BlockRows;
-using detail::ColumnRows;
 using detail::ComputeOf;
-using detail::ContiguousRows;
 using detail::Io;
-using detail::StridedRows;
 using detail::WarpRows;
 
 // Rows over any coalesced layout: a row is one output (the kept dims, row-major), its elements
@@ -129,17 +126,14 @@ cudaError_t ReduceTyped(const void* d_x, void* d_y, const ReduceLayout& layout,
   int64_t rows = 1;
   for (int d = 0; d < layout.rank; ++d) rows *= layout.reduced[d] ? 1 : layout.sizes[d];
   if (rows == 0) return cudaSuccess;
+  const auto launch = [&](auto group, const auto& index) {
+    return LaunchReduce<T, Op, decltype(group)>(x, y, rows, index, stream);
+  };
   OuterReduceInner view;
-  if (!AsOuterReduceInner(layout, &view)) {
-    return LaunchReduce<T, Op, WarpRows>(x, y, rows, GeneralRowsOf(layout), stream);
-  }
-  if (view.inner > 1) {
-    return LaunchReduce<T, Op, ColumnRows>(x, y, rows, StridedRows{view.n, view.inner}, stream);
-  }
-  if (view.n >= detail::kBlockRowLength) {
-    return LaunchReduce<T, Op, BlockRows>(x, y, rows, ContiguousRows{view.n}, stream);
-  }
-  return LaunchReduce<T, Op, WarpRows>(x, y, rows, ContiguousRows{view.n}, stream);
+  if (AsOuterReduceInner(layout, &view)) return detail::ForRows(rows, view.n, view.inner, launch);
+  const GeneralRows general = GeneralRowsOf(layout);
+  return general.n >= detail::kBlockRowLength ? launch(BlockRows{}, general)
+                                              : launch(WarpRows{}, general);
 }
 
 template <template <typename> class OpOf>

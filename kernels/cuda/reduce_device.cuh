@@ -201,8 +201,8 @@ unsigned BlocksFor(int64_t rows) {
   return static_cast<unsigned>(std::min(blocks, kMaxBlocks));
 }
 
-// The first row of this block's step at `step`-th iteration is r0; loops as
-//   for (int64_t r0 = FirstRow<G>(); r0 < rows; r0 += RowStride<G>())
+// Kernels walk rows in block-steps: for (r0 = FirstRow<G>(); r0 < rows; r0 += RowStride<G>()),
+// group Slot() taking row r0 + Slot().
 template <typename Group>
 __device__ int64_t FirstRow() {
   return int64_t{blockIdx.x} * Group::kRowsPerBlock;
@@ -212,8 +212,26 @@ __device__ int64_t RowStride() {
   return int64_t{gridDim.x} * Group::kRowsPerBlock;
 }
 
-// Rows of at least this many contiguous elements get a block each, shorter ones a warp.
+// Rows of at least this many elements get a block each, shorter ones a warp.
 inline constexpr int64_t kBlockRowLength = 1024;
+// Strided rows go 32 to a block unless there are this few of them and they are long (a tall,
+// narrow reduction): then a block each, so more than a handful of blocks run.
+inline constexpr int64_t kFewStridedRows = 1024;
+inline constexpr int64_t kLongStridedRow = 4096;
+
+// Calls launch(Group{}, index) with the thread group and addressing for the `rows` rows of an
+// [outer, n, inner] view (rows = outer * inner).
+template <typename Launch>
+cudaError_t ForRows(int64_t rows, int64_t n, int64_t inner, Launch&& launch) {
+  if (inner > 1) {
+    if (rows <= kFewStridedRows && n >= kLongStridedRow) {
+      return launch(BlockRows{}, StridedRows{n, inner});
+    }
+    return launch(ColumnRows{}, StridedRows{n, inner});
+  }
+  if (n >= kBlockRowLength) return launch(BlockRows{}, ContiguousRows{n});
+  return launch(WarpRows{}, ContiguousRows{n});
+}
 
 }  // namespace ampc::cuda::detail
 

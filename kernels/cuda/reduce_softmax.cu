@@ -16,13 +16,9 @@ namespace {
 
 using detail::AddOp;
 using detail::BlockRows;
-using detail::ColumnRows;
 using detail::ComputeOf;
-using detail::ContiguousRows;
 using detail::Io;
-using detail::StridedRows;
 using detail::Tag;
-using detail::WarpRows;
 
 // The max and sum(exp(x - max)) of row r (every thread of the group gets them). A NaN in the row
 // makes the sum NaN, and with it every output of the row, as on the CPU.
@@ -89,15 +85,6 @@ __global__ void __launch_bounds__(detail::kThreads)
                                                           : LogSoftmaxGradValue(g, v, sum));
     }
   }
-}
-
-// Calls launch(Group{}, index) with the group and addressing for the rows of an [outer, n, inner]
-// view.
-template <typename Launch>
-cudaError_t ForRows(int64_t n, int64_t inner, Launch&& launch) {
-  if (inner > 1) return launch(ColumnRows{}, StridedRows{n, inner});
-  if (n >= detail::kBlockRowLength) return launch(BlockRows{}, ContiguousRows{n});
-  return launch(WarpRows{}, ContiguousRows{n});
 }
 
 bool ValidView(int64_t outer, int64_t n, int64_t inner) {
@@ -251,7 +238,7 @@ cudaError_t Softmax(SoftmaxKind kind, ElemType type, const void* d_x, void* d_y,
   return detail::DispatchFloat(type, [&](auto tag) -> cudaError_t {
     using T = typename decltype(tag)::type;
     if (rows == 0 || n == 0) return cudaSuccess;
-    return ForRows(n, inner, [&](auto group, auto index) -> cudaError_t {
+    return detail::ForRows(rows, n, inner, [&](auto group, auto index) -> cudaError_t {
       using Group = decltype(group);
       using Index = decltype(index);
       const auto x = static_cast<const T*>(d_x);
@@ -276,7 +263,7 @@ cudaError_t SoftmaxGrad(SoftmaxKind kind, ElemType type, const void* d_dy, const
   return detail::DispatchFloat(type, [&](auto tag) -> cudaError_t {
     using T = typename decltype(tag)::type;
     if (rows == 0 || n == 0) return cudaSuccess;
-    return ForRows(n, inner, [&](auto group, auto index) -> cudaError_t {
+    return detail::ForRows(rows, n, inner, [&](auto group, auto index) -> cudaError_t {
       using Group = decltype(group);
       using Index = decltype(index);
       const auto dy = static_cast<const T*>(d_dy);
@@ -314,16 +301,17 @@ cudaError_t SoftmaxCrossEntropyLoss(const CrossEntropyArgs& args, const void* d_
     const cudaError_t status = DispatchLabels(args.label_type, [&](auto label_tag) -> cudaError_t {
       using L = typename decltype(label_tag)::type;
       if (rows == 0) return cudaSuccess;
-      return ForRows(args.classes, args.d, [&](auto group, auto index) -> cudaError_t {
-        using Group = decltype(group);
-        CrossEntropyRowsKernel<T, L, Group, decltype(index)>
-            <<<detail::BlocksFor<Group>(rows), Group::Block(), 0, stream>>>(
-                static_cast<const T*>(d_scores), static_cast<const L*>(d_labels),
-                static_cast<const T*>(d_weights), static_cast<T*>(d_loss),
-                static_cast<T*>(d_log_prob), losses, weights_used, rows, index,
-                args.has_ignore_index, args.ignore_index);
-        return cudaGetLastError();
-      });
+      return detail::ForRows(
+          rows, args.classes, args.d, [&](auto group, auto index) -> cudaError_t {
+            using Group = decltype(group);
+            CrossEntropyRowsKernel<T, L, Group, decltype(index)>
+                <<<detail::BlocksFor<Group>(rows), Group::Block(), 0, stream>>>(
+                    static_cast<const T*>(d_scores), static_cast<const L*>(d_labels),
+                    static_cast<const T*>(d_weights), static_cast<T*>(d_loss),
+                    static_cast<T*>(d_log_prob), losses, weights_used, rows, index,
+                    args.has_ignore_index, args.ignore_index);
+            return cudaGetLastError();
+          });
     });
     if (status != cudaSuccess || none) return status;
     // Also with no rows: the loss of nothing is 0 ("sum") or 0/0 ("mean"), as on the CPU.

@@ -63,10 +63,12 @@ struct ReduceShape {
 };
 
 // The launcher's paths: short contiguous rows (a warp each), long ones (a block each), strided
-// rows (inner > 1), reduced dims split by a kept one (general), everything, and size-1 dims.
+// rows (inner > 1: 32 to a block; few and long: a block each), reduced dims split by a kept one
+// (general: a warp or a block each), everything, and size-1 dims.
 const std::vector<ReduceShape> kReduceShapes = {
-    {{64, 300}, {1}, 0},     {{8, 5000}, {-1}, 1}, {{300, 70}, {0}, 0},       {{4, 50, 33}, {1}, 1},
-    {{6, 40, 7}, {0, 2}, 0}, {{3, 4, 5}, {}, 0},   {{5, 1, 9, 1}, {1, 2}, 1},
+    {{64, 300}, {1}, 0},      {{8, 5000}, {-1}, 1}, {{300, 70}, {0}, 0},
+    {{4, 50, 33}, {1}, 1},    {{5000, 3}, {0}, 0},  {{6, 40, 7}, {0, 2}, 0},
+    {{40, 3, 50}, {0, 2}, 1}, {{3, 4, 5}, {}, 0},   {{5, 1, 9, 1}, {1, 2}, 1},
 };
 
 ValueRange ReduceRange(const std::string& op, bool integer) {
@@ -114,8 +116,8 @@ TEST(CudaReduceParityTest, ReductionsInFp16Bf16AndDouble) {
   AMPC_SKIP_WITHOUT_GPU();
   for (const std::string type : {"float16", "bfloat16", "double"}) {
     for (const std::string& op : kReductions) {
-      for (const ReduceShape& s :
-           {kReduceShapes[0], kReduceShapes[1], kReduceShapes[3], kReduceShapes[4]}) {
+      for (const ReduceShape& s : {kReduceShapes[0], kReduceShapes[1], kReduceShapes[3],
+                                   kReduceShapes[4], kReduceShapes[5]}) {
         Check(ReduceCase(op, type, s));
       }
     }
@@ -157,8 +159,9 @@ struct SoftmaxShape {
   int axis;
 };
 
-const std::vector<SoftmaxShape> kSoftmaxShapes = {
-    {{64, 300}, -1}, {{16, 3000}, 1}, {{4, 50, 33}, 1}, {{300, 70}, 0}, {{2, 3, 4, 5}, 2}};
+const std::vector<SoftmaxShape> kSoftmaxShapes = {{{64, 300}, -1},  {{16, 3000}, 1},
+                                                  {{4, 50, 33}, 1}, {{300, 70}, 0},
+                                                  {{5000, 3}, 0},   {{2, 3, 4, 5}, 2}};
 
 TEST(CudaReduceParityTest, SoftmaxAndLogSoftmax) {
   AMPC_SKIP_WITHOUT_GPU();
