@@ -7,6 +7,7 @@ namespace ampc {
 void RegisterCudaKernels(KernelRegistry& registry) {
   RegisterCudaLinalgKernels(registry);
   RegisterCudaScalerKernels(registry);
+  RegisterCudaReduceKernels(registry);
 }
 
 }  // namespace ampc

@@ -10,5 +10,9 @@ void RegisterCudaKernels(KernelRegistry& registry);
 
 void RegisterCudaLinalgKernels(KernelRegistry& registry);  // Gemm, MatMul (cuBLASLt)
 void RegisterCudaScalerKernels(KernelRegistry& registry);  // ai.ampc loss scaling, optimizers
+// Reductions, Softmax/LogSoftmax and their grads (reduce_ops.cc); it also registers
+// SoftmaxCrossEntropyLoss, LayerNormalization and their grads (reduce_loss_norm_ops.cc).
+void RegisterCudaReduceKernels(KernelRegistry& registry);
+void RegisterCudaLossAndNormKernels(KernelRegistry& registry);
 
 }  // namespace ampc

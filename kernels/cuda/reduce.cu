@@ -1,0 +1,214 @@
+// ReduceSum ... ReduceLogSumExp. The input's axes are coalesced (reduce_math.h) into an
+// [outer, n, inner] view when the reduced dims are one run: rows of n contiguous elements get a
+// warp or a block each, strided rows (inner > 1) go 32 to a block so loads coalesce. Any other
+// pattern takes the general path: a warp per output, offsets decoded from the coalesced dims.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "kernels/cuda/reduce.h"
+#include "kernels/cuda/reduce_device.cuh"
+
+namespace ampc::cuda {
+namespace {
+
+using detail::BlockRows;
+using detail::ComputeOf;
+using detail::Io;
+using detail::WarpRows;
+
+// Rows over any coalesced layout: a row is one output (the kept dims, row-major), its elements
+// the reduced dims in row-major order.
+struct GeneralRows {
+  int64_t n = 1;
+  int kept_rank = 0, reduced_rank = 0;
+  int64_t kept_sizes[kMaxReduceDims] = {}, kept_strides[kMaxReduceDims] = {};
+  int64_t reduced_sizes[kMaxReduceDims] = {}, reduced_strides[kMaxReduceDims] = {};
+
+  __device__ int64_t Base(int64_t r) const {
+    int64_t offset = 0;
+    for (int d = kept_rank - 1; d >= 0; --d) {
+      offset += (r % kept_sizes[d]) * kept_strides[d];
+      r /= kept_sizes[d];
+    }
+    return offset;
+  }
+  __device__ int64_t At(int64_t base, int64_t k) const {
+    for (int d = reduced_rank - 1; d >= 0; --d) {
+      base += (k % reduced_sizes[d]) * reduced_strides[d];
+      k /= reduced_sizes[d];
+    }
+    return base;
+  }
+};
+
+GeneralRows GeneralRowsOf(const ReduceLayout& layout) {
+  GeneralRows rows;
+  int64_t stride = 1;
+  for (int d = layout.rank - 1; d >= 0; --d) {
+    if (layout.reduced[d]) {
+      rows.reduced_sizes[rows.reduced_rank] = layout.sizes[d];
+      rows.reduced_strides[rows.reduced_rank++] = stride;
+      rows.n *= layout.sizes[d];
+    } else {
+      rows.kept_sizes[rows.kept_rank] = layout.sizes[d];
+      rows.kept_strides[rows.kept_rank++] = stride;
+    }
+    stride *= layout.sizes[d];
+  }
+  // Collected innermost first; the decoders want outermost first.
+  for (int i = 0, j = rows.kept_rank - 1; i < j; ++i, --j) {
+    std::swap(rows.kept_sizes[i], rows.kept_sizes[j]);
+    std::swap(rows.kept_strides[i], rows.kept_strides[j]);
+  }
+  for (int i = 0, j = rows.reduced_rank - 1; i < j; ++i, --j) {
+    std::swap(rows.reduced_sizes[i], rows.reduced_sizes[j]);
+    std::swap(rows.reduced_strides[i], rows.reduced_strides[j]);
+  }
+  return rows;
+}
+
+template <typename Op>
+constexpr bool kIsLogSumExp = false;
+template <typename C>
+constexpr bool kIsLogSumExp<LogSumExpReduce<C>> = true;
+
+// y[r] = Op over row r of x, for `rows` rows laid out by `index`.
+template <typename T, typename Op, typename Group, typename Index>
+__global__ void __launch_bounds__(detail::kThreads)
+    ReduceKernel(const T* x, T* y, int64_t rows, Index index) {
+  using C = ComputeOf<T>;
+  const int64_t n = index.n;
+  for (int64_t r0 = detail::FirstRow<Group>(); r0 < rows; r0 += detail::RowStride<Group>()) {
+    const int64_t r = r0 + Group::Slot();
+    const bool active = r < rows;
+    const int64_t base = active ? index.Base(r) : 0;
+    const int64_t first = active ? Group::Lane() : n;  // an inactive thread reads nothing
+    if constexpr (kIsLogSumExp<Op>) {
+      using Max = MaxReduce<C>;
+      C max = Max::Identity();
+      for (int64_t k = first; k < n; k += Group::kSize) {
+        max = Max::Combine(max, Io<T>::Load(x[index.At(base, k)]));
+      }
+      max = Group::AllReduce(max, detail::CombineOp<Max>());
+      typename Op::A sum = Op::Identity();
+      for (int64_t k = first; k < n; k += Group::kSize) {
+        sum = Op::Combine(sum, Op::Map(Io<T>::Load(x[index.At(base, k)]), max));
+      }
+      sum = Group::AllReduce(sum, detail::CombineOp<Op>());
+      if (active && Group::Lane() == 0) y[r] = Io<T>::Store(Op::Finish(max, sum));
+    } else {
+      typename Op::A acc = Op::Identity();
+      for (int64_t k = first; k < n; k += Group::kSize) {
+        acc = Op::Combine(acc, Op::Map(Io<T>::Load(x[index.At(base, k)])));
+      }
+      acc = Group::AllReduce(acc, detail::CombineOp<Op>());
+      if (active && Group::Lane() == 0) y[r] = Io<T>::Store(Op::Finish(acc, n));
+    }
+  }
+}
+
+template <typename T, typename Op, typename Group, typename Index>
+cudaError_t LaunchReduce(const T* x, T* y, int64_t rows, const Index& index, cudaStream_t stream) {
+  ReduceKernel<T, Op, Group, Index>
+      <<<detail::BlocksFor<Group>(rows), Group::Block(), 0, stream>>>(x, y, rows, index);
+  return cudaGetLastError();
+}
+
+template <typename T, typename Op>
+cudaError_t ReduceTyped(const void* d_x, void* d_y, const ReduceLayout& layout,
+                        cudaStream_t stream) {
+  const T* x = static_cast<const T*>(d_x);
+  T* y = static_cast<T*>(d_y);
+  int64_t rows = 1;
+  for (int d = 0; d < layout.rank; ++d) rows *= layout.reduced[d] ? 1 : layout.sizes[d];
+  if (rows == 0) return cudaSuccess;
+  const auto launch = [&](auto group, const auto& index) {
+    return LaunchReduce<T, Op, decltype(group)>(x, y, rows, index, stream);
+  };
+  OuterReduceInner view;
+  if (AsOuterReduceInner(layout, &view)) return detail::ForRows(rows, view.n, view.inner, launch);
+  const GeneralRows general = GeneralRowsOf(layout);
+  return general.n >= detail::kBlockRowLength ? launch(BlockRows{}, general)
+                                              : launch(WarpRows{}, general);
+}
+
+template <template <typename> class OpOf>
+struct ForOp {
+  template <typename T>
+  static cudaError_t Run(const void* x, void* y, const ReduceLayout& layout, cudaStream_t stream) {
+    return ReduceTyped<T, OpOf<ComputeOf<T>>>(x, y, layout, stream);
+  }
+};
+
+// The typed launcher of ForOp over `type`: float types and int32/int64, and int8/uint8 too when
+// kSmallInts.
+template <typename Launch, bool kSmallInts>
+cudaError_t DispatchReduce(ElemType type, const void* x, void* y, const ReduceLayout& layout,
+                           cudaStream_t stream) {
+  switch (type) {
+    case ElemType::kFloat:
+      return Launch::template Run<float>(x, y, layout, stream);
+    case ElemType::kFloat16:
+      return Launch::template Run<__half>(x, y, layout, stream);
+    case ElemType::kBFloat16:
+      return Launch::template Run<__nv_bfloat16>(x, y, layout, stream);
+    case ElemType::kDouble:
+      return Launch::template Run<double>(x, y, layout, stream);
+    case ElemType::kInt32:
+      return Launch::template Run<int32_t>(x, y, layout, stream);
+    case ElemType::kInt64:
+      return Launch::template Run<int64_t>(x, y, layout, stream);
+    case ElemType::kInt8:
+      if constexpr (kSmallInts) return Launch::template Run<int8_t>(x, y, layout, stream);
+      return cudaErrorNotSupported;
+    case ElemType::kUint8:
+      if constexpr (kSmallInts) return Launch::template Run<uint8_t>(x, y, layout, stream);
+      return cudaErrorNotSupported;
+    default:
+      return cudaErrorNotSupported;
+  }
+}
+
+}  // namespace
+
+cudaError_t Reduce(ReduceOp op, ElemType type, const void* d_x, void* d_y, const int64_t* dims,
+                   int rank, const int* axes, int num_axes, cudaStream_t stream) {
+  if (rank < 0 || num_axes < 0) return cudaErrorInvalidValue;
+  for (int d = 0; d < rank; ++d) {
+    if (dims[d] < 0) return cudaErrorInvalidValue;
+  }
+  for (int a = 0; a < num_axes; ++a) {
+    if (axes[a] < 0 || axes[a] >= rank) return cudaErrorInvalidValue;
+  }
+  ReduceLayout layout;
+  if (!CoalesceReduce(dims, rank, axes, num_axes, &layout)) return cudaErrorInvalidValue;
+  switch (op) {
+    case ReduceOp::kSum:
+      return DispatchReduce<ForOp<SumReduce>, false>(type, d_x, d_y, layout, stream);
+    case ReduceOp::kSumSquare:
+      return DispatchReduce<ForOp<SumSquareReduce>, false>(type, d_x, d_y, layout, stream);
+    case ReduceOp::kMean:
+      return DispatchReduce<ForOp<MeanReduce>, false>(type, d_x, d_y, layout, stream);
+    case ReduceOp::kProd:
+      return DispatchReduce<ForOp<ProdReduce>, false>(type, d_x, d_y, layout, stream);
+    case ReduceOp::kL1:
+      return DispatchReduce<ForOp<L1Reduce>, false>(type, d_x, d_y, layout, stream);
+    case ReduceOp::kL2:
+      return DispatchReduce<ForOp<L2Reduce>, false>(type, d_x, d_y, layout, stream);
+    case ReduceOp::kLogSum:
+      return DispatchReduce<ForOp<LogSumReduce>, false>(type, d_x, d_y, layout, stream);
+    case ReduceOp::kLogSumExp:
+      return DispatchReduce<ForOp<LogSumExpReduce>, false>(type, d_x, d_y, layout, stream);
+    case ReduceOp::kMax:
+      return DispatchReduce<ForOp<MaxReduce>, true>(type, d_x, d_y, layout, stream);
+    case ReduceOp::kMin:
+      return DispatchReduce<ForOp<MinReduce>, true>(type, d_x, d_y, layout, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace ampc::cuda
