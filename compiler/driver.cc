@@ -56,7 +56,7 @@ Usage:
                                 summary of each output, or write NAME.pb and NAME.npy to DIR
   ampc train MODEL --data fashion-mnist[:DIR]|mnist:DIR|npy:DIR|synthetic[:N] [--batch 64]
        [--epochs 2] [--lr 0.01] [--metrics FILE.csv] [--save OUT.onnx] [--resume]
-       [--log-every 50] [--seed 0] [--device auto|cpu]
+       [--log-every 50] [--seed 0] [--device auto|cpu|cuda]
                                 train a compiled training model (ampc MODEL --train); print
                                 the test accuracy after each epoch
   ampc extract-step MODEL -o STEP [--with-state]

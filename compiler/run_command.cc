@@ -162,13 +162,11 @@ absl::Status RunModelCommand(const std::vector<std::string>& args,
   if (args.size() != 2)
     return UsageError("usage: ampc run MODEL --input NAME=FILE ... [--output-dir DIR]");
   const std::string device = absl::GetFlag(FLAGS_device);
-  if (device != "cpu" && device != "cuda" && device != "auto") {
-    return UsageError(absl::StrCat("--device=", device, ": expected cpu, cuda or auto"));
-  }
-  if (device == "cuda") {
-    return absl::UnimplementedError(
-        "--device=cuda: the CUDA backend has no kernels yet; use --device=cpu");
-  }
+  absl::StatusOr<std::unique_ptr<Backend>> chosen =
+      CreateBackend(device, absl::GetFlag(FLAGS_threads));
+  if (absl::IsInvalidArgument(chosen.status())) return UsageError(chosen.status().message());
+  if (!chosen.ok()) return chosen.status();
+  std::unique_ptr<Backend> backend_owner = *std::move(chosen);
   const std::string& path = args[1];
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
   // The same tensor checks as compiling: data that fills its dims, NaN weights said out loud.
@@ -177,9 +175,15 @@ absl::Status RunModelCommand(const std::vector<std::string>& args,
     return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
   }
   for (const std::string& warning : warnings) PrintDiagnostic(absl::StrCat(path, ": ", warning));
-  CpuBackend backend(absl::GetFlag(FLAGS_threads));
   absl::StatusOr<std::unique_ptr<Session>> session =
-      Session::Create(std::move(loaded.model), DefaultRegistry(), backend);
+      Session::Create(loaded.model, DefaultRegistry(), *backend_owner);
+  if (!session.ok() && ShouldFallBackToCpu(device, *backend_owner, session.status())) {
+    PrintDiagnostic(
+        absl::StrCat("note: ", path, ": ", session.status().message(), "; running on the CPU"));
+    backend_owner = std::make_unique<CpuBackend>(absl::GetFlag(FLAGS_threads));
+    session = Session::Create(std::move(loaded.model), DefaultRegistry(), *backend_owner);
+  }
+  Backend& backend = *backend_owner;
   if (!session.ok()) {
     return absl::Status(session.status().code(),
                         absl::StrCat(path, ": ", session.status().message()));

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "compiler/diagnostics.h"
 #include "compiler/exit_codes.h"
 #include "compiler/lr_schedule.h"
 #include "compiler/model_io.h"
@@ -24,6 +25,7 @@
 #include "passes/training_state.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/data_readers.h"
+#include "runtime/device.h"
 #include "runtime/status_macros.h"
 #include "runtime/training_session.h"
 
@@ -307,11 +309,7 @@ absl::StatusOr<std::string> CheckFlags(const std::vector<std::string>& args) {
     return UsageError("usage: ampc train MODEL --data SOURCE [--batch N] [--epochs N] ...");
   }
   const std::string device = absl::GetFlag(FLAGS_device);
-  if (device != "cpu" && device != "auto") {
-    if (device == "cuda") {
-      return absl::UnimplementedError(
-          "--device=cuda: the CUDA backend has no kernels yet; use --device=cpu");
-    }
+  if (device != "cpu" && device != "cuda" && device != "auto") {
     return UsageError(absl::StrCat("--device=", device, ": expected cpu, cuda or auto"));
   }
   if (absl::GetFlag(FLAGS_data).empty()) return UsageError("ampc train needs --data SOURCE");
@@ -340,9 +338,17 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
   AMPC_ASSIGN_OR_RETURN(const int64_t accumulate, MicroBatchesPerStep(loaded.model));
   AMPC_ASSIGN_OR_RETURN(const LrSchedule schedule, Schedule(loaded.model, base_lr));
   AMPC_ASSIGN_OR_RETURN(const int64_t max_skips, MaxConsecutiveSkips(loaded.model));
-  CpuBackend backend(absl::GetFlag(FLAGS_threads));
+  const std::string device = absl::GetFlag(FLAGS_device);
+  AMPC_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
+                        CreateBackend(device, absl::GetFlag(FLAGS_threads)));
   absl::StatusOr<std::unique_ptr<TrainingSession>> created =
-      TrainingSession::Create(std::move(loaded.model), DefaultRegistry(), backend);
+      TrainingSession::Create(loaded.model, DefaultRegistry(), *backend);
+  if (!created.ok() && ShouldFallBackToCpu(device, *backend, created.status())) {
+    PrintDiagnostic(
+        absl::StrCat("note: ", path, ": ", created.status().message(), "; training on the CPU"));
+    backend = std::make_unique<CpuBackend>(absl::GetFlag(FLAGS_threads));
+    created = TrainingSession::Create(std::move(loaded.model), DefaultRegistry(), *backend);
+  }
   if (!created.ok()) {
     return absl::Status(created.status().code(),
                         absl::StrCat(path, ": ", created.status().message()));

@@ -2,13 +2,11 @@
 // previous values no longer need), and the thread pool CPU kernels parallelise over.
 #pragma once
 
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <vector>
 
 #include "runtime/backend.h"
+#include "runtime/buffer_cache.h"
 #include "runtime/thread_pool.h"
 
 namespace ampc {
@@ -35,9 +33,7 @@ class CpuBackend final : public Backend {
  private:
   const std::string name_ = "cpu";
   ThreadPool pool_;
-  mutable std::mutex mutex_;
-  std::multimap<size_t, void*> cache_;  // freed buffers by capacity
-  MemoryStats stats_;
+  BufferCache cache_;
 };
 
 // The CPU backend of a kernel's tensors (kernels registered for "cpu" only ever see this one).

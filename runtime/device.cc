@@ -10,9 +10,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "runtime/cpu_backend.h"
 
 #ifdef AMPC_HAVE_CUDA
 #include "kernels/cuda/device.h"
+#include "runtime/cuda_backend.h"
 #endif
 
 namespace ampc {
@@ -75,6 +77,35 @@ std::string DescribeBuild() {
 #else
   return "CUDA backend: not built";
 #endif
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& device, int threads) {
+  if (device != "cpu" && device != "cuda" && device != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device=", device, ": expected cpu, cuda or auto"));
+  }
+#ifdef AMPC_HAVE_CUDA
+  if (device == "cuda" || (device == "auto" && CudaDeviceCount() > 0)) {
+    absl::StatusOr<std::unique_ptr<CudaBackend>> cuda = CudaBackend::Create(0);
+    if (cuda.ok()) return std::unique_ptr<Backend>(*std::move(cuda));
+    if (device == "cuda") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--device=cuda: ", cuda.status().message()));
+    }
+  }
+#else
+  if (device == "cuda") {
+    return absl::FailedPreconditionError(
+        "--device=cuda: this ampc was built without the CUDA backend (no nvcc at build time)");
+  }
+#endif
+  return std::unique_ptr<Backend>(new CpuBackend(threads));
+}
+
+bool ShouldFallBackToCpu(const std::string& device, const Backend& backend,
+                         const absl::Status& failure) {
+  return device == "auto" && backend.name() != "cpu" &&
+         failure.code() == absl::StatusCode::kUnimplemented;
 }
 
 }  // namespace ampc

@@ -2,8 +2,12 @@
 #ifndef AMPC_RUNTIME_DEVICE_H_
 #define AMPC_RUNTIME_DEVICE_H_
 
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/backend.h"
 
 namespace ampc {
 
@@ -20,6 +24,16 @@ std::vector<DeviceInfo> ListDevices();
 // "CUDA backend: built for sm_90 (1 GPU: NVIDIA H200)", "... (no GPU found)", or
 // "CUDA backend: not built".
 std::string DescribeBuild();
+
+// The backend `device` names: "cpu" (with `threads` threads, 0 for one per core), "cuda" (GPU 0;
+// FailedPrecondition where none is usable or the CUDA backend is not built) or "auto" (CUDA
+// when a GPU is usable, else the CPU). InvalidArgument for any other name.
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& device, int threads);
+
+// With --device=auto a model the CUDA backend cannot run falls back to the CPU: true when a
+// failure to create a session on `backend` is such a case.
+bool ShouldFallBackToCpu(const std::string& device, const Backend& backend,
+                         const absl::Status& failure);
 
 }  // namespace ampc
 

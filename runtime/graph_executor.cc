@@ -1,5 +1,6 @@
 #include "runtime/graph_executor.h"
 
+#include <algorithm>
 #include <exception>
 #include <new>
 #include <utility>
@@ -17,6 +18,7 @@ struct GraphExecutor::Step {
   std::vector<int> implicit_inputs;  // slots of info->implicit_inputs
   std::vector<int> outputs;          // slot per output; -1 for an omitted optional output
   std::vector<int> release;          // slots whose last use is this step
+  std::vector<int> host_inputs;      // input indices the kernel reads on the host
 };
 
 namespace {
@@ -41,6 +43,16 @@ void CollectNames(const onnx::GraphProto& graph, absl::flat_hash_set<std::string
     for (const std::string& output : node.output()) defined.insert(output);
   }
   for (const auto& output : graph.output()) use(output.name());
+}
+
+constexpr int64_t kHostMirrorElements = 1024;
+
+bool InHostMemory(const Tensor& tensor) {
+  return tensor.backend() == nullptr || tensor.backend()->name() == "cpu";
+}
+
+bool IsConstantNode(const onnx::NodeProto& node) {
+  return node.op_type() == "Constant" && (node.domain().empty() || node.domain() == "ai.onnx");
 }
 
 DType ElemType(const onnx::TypeProto& type) {
@@ -90,15 +102,11 @@ absl::Status GraphExecutor::Build(const onnx::GraphProto& graph, const ExecutorE
                                   const TypeMap& outer) {
   TypeMap types = outer;
   CollectTypes(graph, types);
-  absl::flat_hash_set<std::string> initializer_names;
+  device_ = env.backend.name() != "cpu";
   for (const onnx::TensorProto& init : graph.initializer()) {
     absl::StatusOr<Tensor> host = TensorFromProto(init);
     if (!host.ok()) return host.status();
-    absl::StatusOr<Tensor> tensor = env.backend.NewTensor(host->dtype(), host->shape());
-    if (!tensor.ok()) return tensor.status();
-    if (absl::Status s = env.backend.CopyFromHost(host->raw(), *tensor); !s.ok()) return s;
-    constants_.emplace_back(SlotOf(init.name()), *std::move(tensor));
-    initializer_names.insert(init.name());
+    if (absl::Status s = AddConstant(init.name(), *host, env.backend); !s.ok()) return s;
   }
   for (const onnx::ValueInfoProto& input : graph.input()) {
     const DType type = ElemType(input.type());
@@ -113,7 +121,14 @@ absl::Status GraphExecutor::Build(const onnx::GraphProto& graph, const ExecutorE
   free_variables_ = FreeVariables(graph);
   for (const std::string& name : free_variables_) free_slots_.push_back(SlotOf(name));
   for (const onnx::NodeProto& node : graph.node()) {
-    if (absl::Status status = AddNode(node, env, types); !status.ok()) return status;
+    absl::Status status;
+    if (IsConstantNode(node) && node.output_size() == 1) {
+      absl::StatusOr<Tensor> host = ConstantNodeValue(node);
+      status = host.ok() ? AddConstant(node.output(0), *host, env.backend) : host.status();
+    } else {
+      status = AddNode(node, env, types);
+    }
+    if (!status.ok()) return status;
   }
   for (const onnx::ValueInfoProto& output : graph.output()) {
     auto it = slots_.find(output.name());
@@ -142,6 +157,20 @@ absl::Status GraphExecutor::Build(const onnx::GraphProto& graph, const ExecutorE
   for (int slot = 0; slot < num_slots_; ++slot) {
     if (!keep[slot] && last_use[slot] >= 0) steps_[last_use[slot]]->release.push_back(slot);
   }
+  return absl::OkStatus();
+}
+
+// A constant lives on the backend from creation on; a Constant node runs no kernel.
+absl::Status GraphExecutor::AddConstant(const std::string& name, const Tensor& host,
+                                        Backend& backend) {
+  // Always the backend's own copy, so that its memory counters include the weights.
+  absl::StatusOr<Tensor> tensor = backend.NewTensor(host.dtype(), host.shape());
+  if (!tensor.ok()) return tensor.status();
+  if (absl::Status s = backend.CopyFromHost(host.raw(), *tensor); !s.ok()) return s;
+  const int slot = SlotOf(name);
+  constants_.emplace_back(slot, *std::move(tensor));
+  const bool integer = host.dtype() == DType::kInt64 || host.dtype() == DType::kInt32;
+  if (device_ && integer && host.size() <= kHostMirrorElements) host_constants_[slot] = host;
   return absl::OkStatus();
 }
 
@@ -189,7 +218,8 @@ absl::Status GraphExecutor::AddNode(const onnx::NodeProto& node, const ExecutorE
   step->info->build_subgraph = [&env, &types](const onnx::GraphProto& g) {
     return GraphExecutor::Create(g, env, types);
   };
-  absl::StatusOr<std::unique_ptr<OpKernel>> kernel = env.registry.Create(*step->info);
+  absl::StatusOr<std::unique_ptr<OpKernel>> kernel =
+      env.registry.Create(*step->info, &step->host_inputs);
   if (!kernel.ok()) return kernel.status();
   step->kernel = *std::move(kernel);
   step->info->build_subgraph = nullptr;  // only valid during creation
@@ -213,6 +243,35 @@ absl::Status GraphExecutor::Compute(const Step& step, KernelContext& context) {
   }
 }
 
+absl::Status GraphExecutor::PlaceInputs(const Step& step, std::vector<Tensor*>& inputs,
+                                        std::vector<Tensor>& staged) const {
+  staged.clear();
+  staged.reserve(inputs.size());  // pointers into it stay valid
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    Tensor* value = inputs[k];
+    if (value == nullptr) continue;
+    const bool host = std::find(step.host_inputs.begin(), step.host_inputs.end(),
+                                static_cast<int>(k)) != step.host_inputs.end();
+    if (host == InHostMemory(*value)) continue;
+    if (host) {
+      auto mirror = host_constants_.find(step.inputs[k]);
+      if (mirror != host_constants_.end()) {
+        inputs[k] = const_cast<Tensor*>(&mirror->second);
+        continue;
+      }
+    }
+    absl::StatusOr<Tensor> copy = host ? ToHost(*value) : OnBackend(*value, step.info->backend);
+    if (!copy.ok()) {
+      return absl::Status(copy.status().code(),
+                          absl::StrCat(step.info->label(), ": input '", step.info->node.input(k),
+                                       "': ", copy.status().message()));
+    }
+    staged.push_back(*std::move(copy));
+    inputs[k] = &staged.back();
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<Tensor>> GraphExecutor::Run(std::span<const Tensor> inputs,
                                                        std::span<Tensor* const> outer) const {
   std::vector<Tensor> values(num_slots_);
@@ -222,7 +281,7 @@ absl::StatusOr<std::vector<Tensor>> GraphExecutor::Run(std::span<const Tensor> i
   }
   for (size_t i = 0; i < free_slots_.size(); ++i) values[free_slots_[i]] = *outer[i];
   std::vector<Tensor*> step_inputs, step_implicit;
-  std::vector<Tensor> step_outputs;
+  std::vector<Tensor> step_outputs, staged;
   for (const std::unique_ptr<Step>& step : steps_) {
     step_inputs.clear();
     for (size_t k = 0; k < step->inputs.size(); ++k) {
@@ -232,6 +291,11 @@ absl::StatusOr<std::vector<Tensor>> GraphExecutor::Run(std::span<const Tensor> i
             step->info->label(), ": input '", step->info->node.input(k), "' has no value"));
       }
       step_inputs.push_back(slot >= 0 ? &values[slot] : nullptr);
+    }
+    if (device_) {
+      if (absl::Status status = PlaceInputs(*step, step_inputs, staged); !status.ok()) {
+        return status;
+      }
     }
     step_implicit.clear();
     for (int slot : step->implicit_inputs) step_implicit.push_back(&values[slot]);

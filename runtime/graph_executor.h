@@ -53,6 +53,11 @@ class GraphExecutor {
   GraphExecutor() = default;
   absl::Status Build(const onnx::GraphProto& graph, const ExecutorEnv& env, const TypeMap& outer);
   absl::Status AddNode(const onnx::NodeProto& node, const ExecutorEnv& env, const TypeMap& types);
+  absl::Status AddConstant(const std::string& name, const Tensor& host, Backend& backend);
+  // The tensors a step's kernel reads: device copies of host values and host copies of device
+  // values where the kernel needs them elsewhere (device backends only), kept alive in `staged`.
+  absl::Status PlaceInputs(const Step& step, std::vector<Tensor*>& inputs,
+                           std::vector<Tensor>& staged) const;
   int SlotOf(const std::string& name);
   static absl::Status Compute(const Step& step, KernelContext& context);
 
@@ -63,7 +68,10 @@ class GraphExecutor {
   std::vector<int> output_slots_;
   std::vector<std::string> free_variables_;
   std::vector<int> free_slots_;
-  std::vector<std::pair<int, Tensor>> constants_;  // initializers
+  std::vector<std::pair<int, Tensor>> constants_;  // initializers and Constant nodes' values
+  // Host copies of small integer constants (shapes, axes), for kernels that read them on the host.
+  absl::flat_hash_map<int, Tensor> host_constants_;
+  bool device_ = false;  // the backend's memory is not host memory
   std::vector<std::unique_ptr<Step>> steps_;
   absl::flat_hash_map<std::string, int> slots_;
   int num_slots_ = 0;

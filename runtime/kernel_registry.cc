@@ -47,14 +47,16 @@ void KernelRegistry::Register(const std::string& backend, const std::string& op,
 
 void KernelRegistry::Register(const std::string& backend, const std::string& domain,
                               const std::string& op, std::vector<TypeConstraint> constraints,
-                              KernelFunction function) {
+                              KernelFunction function, std::vector<int> host_inputs) {
   Register(KernelDef{domain, op, backend, std::move(constraints),
                      [function](const KernelInfo&) -> absl::StatusOr<std::unique_ptr<OpKernel>> {
                        return std::make_unique<FunctionKernel>(function);
-                     }});
+                     },
+                     std::move(host_inputs)});
 }
 
-absl::StatusOr<std::unique_ptr<OpKernel>> KernelRegistry::Create(const KernelInfo& info) const {
+absl::StatusOr<std::unique_ptr<OpKernel>> KernelRegistry::Create(
+    const KernelInfo& info, std::vector<int>* host_inputs) const {
   const std::string& domain = info.node.domain() == "ai.onnx" ? std::string() : info.node.domain();
   auto it = defs_.find(std::make_tuple(domain, info.node.op_type(), info.backend.name()));
   if (it == defs_.end()) {
@@ -68,6 +70,7 @@ absl::StatusOr<std::unique_ptr<OpKernel>> KernelRegistry::Create(const KernelInf
       return absl::Status(kernel.status().code(),
                           absl::StrCat(info.label(), ": ", kernel.status().message()));
     }
+    if (host_inputs != nullptr) *host_inputs = def.host_inputs;
     return kernel;
   }
   return absl::UnimplementedError(

@@ -30,6 +30,9 @@ struct KernelDef {
   std::string backend;
   std::vector<TypeConstraint> constraints;
   KernelFactory factory;
+  // Inputs the kernel reads on the host (shapes, axes): a device backend's executor hands it host
+  // copies of these and device tensors for every other input.
+  std::vector<int> host_inputs = {};
 };
 
 class KernelRegistry {
@@ -41,10 +44,13 @@ class KernelRegistry {
   void Register(const std::string& backend, const std::string& op, std::vector<DType> types,
                 KernelFunction function);
   void Register(const std::string& backend, const std::string& domain, const std::string& op,
-                std::vector<TypeConstraint> constraints, KernelFunction function);
+                std::vector<TypeConstraint> constraints, KernelFunction function,
+                std::vector<int> host_inputs = {});
 
   // The kernel for the node, or Unimplemented naming node, op, backend and element types.
-  absl::StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info) const;
+  // `host_inputs`, when given, receives the chosen definition's host inputs.
+  absl::StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info,
+                                                   std::vector<int>* host_inputs = nullptr) const;
 
   bool Has(const std::string& domain, const std::string& op, const std::string& backend) const;
 

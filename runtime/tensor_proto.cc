@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "passes/tensor_data.h"
+#include "runtime/attributes.h"
 
 namespace ampc {
 
@@ -54,6 +55,42 @@ onnx::TensorProto TensorToProto(const Tensor& tensor, const std::string& name) {
   for (int64_t d : tensor.shape()) proto.add_dims(d);
   proto.set_raw_data(tensor.raw(), tensor.bytes());
   return proto;
+}
+
+absl::StatusOr<Tensor> ConstantNodeValue(const onnx::NodeProto& node) {
+  const Attributes attributes(node);
+  if (const onnx::AttributeProto* value = attributes.Find("value")) {
+    absl::StatusOr<Tensor> tensor = TensorFromProto(value->t());
+    if (tensor.ok()) return tensor;
+    return absl::Status(tensor.status().code(),
+                        absl::StrCat(NodeLabel(node), ": ", tensor.status().message()));
+  }
+  if (attributes.Has("value_float")) {
+    Tensor t = Tensor::Host(DType::kFloat, {});
+    t.data<float>()[0] = attributes.Float("value_float", 0);
+    return t;
+  }
+  if (attributes.Has("value_int")) {
+    Tensor t = Tensor::Host(DType::kInt64, {});
+    t.data<int64_t>()[0] = attributes.Int("value_int", 0);
+    return t;
+  }
+  if (attributes.Has("value_floats")) {
+    const std::vector<float> values = attributes.Floats("value_floats");
+    Tensor t = Tensor::Host(DType::kFloat, {static_cast<int64_t>(values.size())});
+    std::copy(values.begin(), values.end(), t.data<float>());
+    return t;
+  }
+  if (attributes.Has("value_ints")) {
+    const std::vector<int64_t> values = attributes.Ints("value_ints");
+    Tensor t = Tensor::Host(DType::kInt64, {static_cast<int64_t>(values.size())});
+    std::copy(values.begin(), values.end(), t.data<int64_t>());
+    return t;
+  }
+  return absl::UnimplementedError(absl::StrCat(
+      NodeLabel(node),
+      ": Constant needs one of value, value_float(s), value_int(s) (strings and sparse tensors "
+      "are not supported)"));
 }
 
 }  // namespace ampc

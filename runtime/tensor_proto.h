@@ -20,6 +20,9 @@ absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto);
 // shape.
 absl::StatusOr<Tensor> ReadTensorProtoFile(const std::string& path);
 
+// The value of a Constant node (value, value_float(s) or value_int(s)); errors name the node.
+absl::StatusOr<Tensor> ConstantNodeValue(const onnx::NodeProto& node);
+
 // A TensorProto with raw_data (the tensor must be in host memory).
 onnx::TensorProto TensorToProto(const Tensor& tensor, const std::string& name);
 

@@ -1,5 +1,9 @@
 #include "kernels/cpu/cpu_kernels.h"
 
+#ifdef AMPC_HAVE_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
+
 namespace ampc {
 
 void RegisterCpuKernels(KernelRegistry& registry) {
@@ -18,6 +22,9 @@ const KernelRegistry& DefaultRegistry() {
   static const KernelRegistry* registry = [] {
     auto* r = new KernelRegistry();
     RegisterCpuKernels(*r);
+#ifdef AMPC_HAVE_CUDA
+    RegisterCudaKernels(*r);
+#endif
     return r;
   }();
   return *registry;

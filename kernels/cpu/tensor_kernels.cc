@@ -211,66 +211,17 @@ absl::Status ShapeOp(KernelContext& context) {
   start = std::clamp<int64_t>(start, 0, rank);
   end = std::clamp<int64_t>(end, 0, rank);
   const int64_t n = std::max<int64_t>(0, end - start);
-  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, {n}, DType::kInt64));
-  for (int64_t i = 0; i < n; ++i) out->data<int64_t>()[i] = shape[start + i];
+  Tensor out = Tensor::Host(DType::kInt64, {n});
+  for (int64_t i = 0; i < n; ++i) out.data<int64_t>()[i] = shape[start + i];
+  context.SetOutput(0, std::move(out));
   return absl::OkStatus();
 }
 
 absl::Status Size(KernelContext& context) {
-  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, {}, DType::kInt64));
-  out->data<int64_t>()[0] = context.in(0).size();
+  Tensor out = Tensor::Host(DType::kInt64, {});
+  out.data<int64_t>()[0] = context.in(0).size();
+  context.SetOutput(0, std::move(out));
   return absl::OkStatus();
-}
-
-// Constant: the value is parsed once, at session creation.
-class ConstantKernel final : public OpKernel {
- public:
-  explicit ConstantKernel(Tensor value) : value_(std::move(value)) {}
-  absl::Status Compute(KernelContext& context) override {
-    AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, value_.shape(), value_.dtype()));
-    std::memcpy(out->raw(), value_.raw(), value_.bytes());
-    return absl::OkStatus();
-  }
-
- private:
-  Tensor value_;
-};
-
-absl::StatusOr<Tensor> ConstantValue(const KernelInfo& info) {
-  const Attributes attributes = info.attributes();
-  if (const onnx::AttributeProto* value = attributes.Find("value")) {
-    return TensorFromProto(value->t());
-  }
-  if (attributes.Has("value_float")) {
-    Tensor t = Tensor::Host(DType::kFloat, {});
-    t.data<float>()[0] = attributes.Float("value_float", 0);
-    return t;
-  }
-  if (attributes.Has("value_int")) {
-    Tensor t = Tensor::Host(DType::kInt64, {});
-    t.data<int64_t>()[0] = attributes.Int("value_int", 0);
-    return t;
-  }
-  if (attributes.Has("value_floats")) {
-    const std::vector<float> values = attributes.Floats("value_floats");
-    Tensor t = Tensor::Host(DType::kFloat, {static_cast<int64_t>(values.size())});
-    std::copy(values.begin(), values.end(), t.data<float>());
-    return t;
-  }
-  if (attributes.Has("value_ints")) {
-    const std::vector<int64_t> values = attributes.Ints("value_ints");
-    Tensor t = Tensor::Host(DType::kInt64, {static_cast<int64_t>(values.size())});
-    std::copy(values.begin(), values.end(), t.data<int64_t>());
-    return t;
-  }
-  return absl::UnimplementedError(
-      "Constant needs one of value, value_float(s), value_int(s) (strings and sparse tensors "
-      "are not supported)");
-}
-
-absl::StatusOr<std::unique_ptr<OpKernel>> CreateConstant(const KernelInfo& info) {
-  AMPC_ASSIGN_OR_RETURN(Tensor value, ConstantValue(info));
-  return std::make_unique<ConstantKernel>(std::move(value));
 }
 
 absl::Status ConstantOfShape(KernelContext& context) {
@@ -369,14 +320,17 @@ void RegisterTensorKernels(KernelRegistry& r) {
                  KernelFunction function) {
     r.Register("cpu", "", op, std::move(constraints), function);
   };
-  reg("Identity", {{0, all}}, Identity);
-  reg("Reshape", {{0, all}, {1, int64}}, Reshape);
-  reg("Flatten", {{0, all}}, Flatten);
-  reg("Squeeze", {{0, all}, {1, int64}}, Squeeze);
-  reg("Unsqueeze", {{0, all}, {1, int64}}, Unsqueeze);
-  reg("Shape", {{0, all}}, ShapeOp);
-  reg("Size", {{0, all}}, Size);
-  r.Register(KernelDef{"", "Constant", "cpu", {}, CreateConstant});
+  // Views and shape queries touch no element data (shapes, axes and the results of Shape and
+  // Size live in host memory), so the same functions serve every backend.
+  for (const std::string backend : {"cpu", "cuda"}) {
+    r.Register(backend, "", "Identity", {{0, all}}, Identity);
+    r.Register(backend, "", "Reshape", {{0, all}, {1, int64}}, Reshape, {1});
+    r.Register(backend, "", "Flatten", {{0, all}}, Flatten);
+    r.Register(backend, "", "Squeeze", {{0, all}, {1, int64}}, Squeeze, {1});
+    r.Register(backend, "", "Unsqueeze", {{0, all}, {1, int64}}, Unsqueeze, {1});
+    r.Register(backend, "", "Shape", {{0, all}}, ShapeOp);
+    r.Register(backend, "", "Size", {{0, all}}, Size);
+  }
   reg("ConstantOfShape", {{0, int64}}, ConstantOfShape);
   reg("Range", {{0, {DType::kFloat, DType::kDouble, DType::kInt16, DType::kInt32, DType::kInt64}}},
       Range);

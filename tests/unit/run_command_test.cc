@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/support/cuda_parity.h"
 #include "tests/support/model_text.h"
 #include "tests/support/subprocess.h"
 
@@ -179,6 +180,36 @@ g (float[1, 1, 2, 2] x, int64[1, 1, 2, 2] i) => (float[1, 1, 4, 4] y) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err,
               HasSubstr(m + ": MaxUnpool node producing 'y': op not supported on the cpu backend"));
+}
+
+TEST_F(RunCommandTest, AnUnknownDeviceIsAUsageError) {
+  const std::string x = WriteTensor("x.pb", {2, 2}, {1, 2, 3, 4});
+  auto r = Ampc({"run", model_, "--input", "x=" + x, "--device=gpu"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--device=gpu: expected cpu, cuda or auto"));
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(RunCommandTest, CudaWithoutAGpuIsOneLineAndAutoRunsOnTheCpu) {
+  if (testing::CudaUsable()) GTEST_SKIP() << "a GPU is present: see RunsOnTheGpuWithDeviceCuda";
+  const std::string x = WriteTensor("x.pb", {2, 2}, {1, 2, 3, 4});
+  auto r = Ampc({"run", model_, "--input", "x=" + x, "--device=cuda"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--device=cuda: "));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.out, "");
+  r = Ampc({"run", model_, "--input", "x=" + x, "--device=auto"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(": ran on cpu in "));
+}
+
+TEST_F(RunCommandTest, RunsOnTheGpuWithDeviceCuda) {
+  AMPC_SKIP_WITHOUT_GPU();
+  const std::string x = WriteTensor("x.pb", {2, 2}, {1, 2, 3, 4});
+  auto r = Ampc({"run", model_, "--input", "x=" + x, "--device=cuda"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "y: float32[2,2] min 2.5 max 7 mean 4.75\n");
+  EXPECT_THAT(r.err, HasSubstr(": ran on cuda in "));
 }
 
 }  // namespace

@@ -1,0 +1,71 @@
+// The CUDA backend: device memory with a cache of freed buffers (after the first step a step
+// allocates nothing from the driver), one stream every kernel and copy of the backend is queued
+// on, so a buffer freed on the host may be reused at once: stream order serialises its users.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <typeindex>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "runtime/backend.h"
+#include "runtime/buffer_cache.h"
+
+namespace ampc {
+
+class CudaBackend final : public Backend {
+ public:
+  // The backend of CUDA device `device`; FailedPrecondition when there is no such device.
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(int device = 0);
+  ~CudaBackend() override;
+
+  const std::string& name() const override { return name_; }
+  absl::StatusOr<std::shared_ptr<Buffer>> Allocate(size_t bytes) override;
+  // From pageable host memory: the copy is queued and the host buffer may be reused on return.
+  absl::Status CopyFromHost(const void* host, Tensor& tensor) override;
+  // Waits for the queued work that produces `tensor`.
+  absl::Status CopyToHost(const Tensor& tensor, void* host) override;
+  absl::Status Synchronize() override;
+  MemoryStats memory_stats() const override { return cache_.stats(); }
+  void ResetPeak() override { cache_.ResetPeak(); }
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  // Host-to-device copies from the host since creation; a training step should add none
+  // beyond its data.
+  uint64_t host_copies() const { return host_copies_; }
+
+  // State a kernel family shares across its kernels on this backend (a cuBLASLt handle and
+  // workspace, cached plans): made on first use, destroyed with the backend, before its memory.
+  template <typename T>
+  T& Shared() {
+    std::shared_ptr<void>& slot = shared_[std::type_index(typeid(T))];
+    if (slot == nullptr) slot = std::make_shared<T>();
+    return *static_cast<T*>(slot.get());
+  }
+
+  // OK for cudaSuccess; else Internal "<what>: <CUDA's error string>".
+  static absl::Status Check(cudaError_t error, absl::string_view what);
+
+ protected:
+  void Release(void* data, size_t bytes) override { cache_.Put(data, bytes); }
+
+ private:
+  CudaBackend(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
+
+  const std::string name_ = "cuda";
+  int device_;
+  cudaStream_t stream_;
+  BufferCache cache_;
+  uint64_t host_copies_ = 0;
+  std::map<std::type_index, std::shared_ptr<void>> shared_;
+};
+
+// The CUDA backend of a kernel's tensors (kernels registered for "cuda" only ever see this one).
+CudaBackend& CudaOf(Backend& backend);
+
+}  // namespace ampc

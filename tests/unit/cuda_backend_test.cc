@@ -1,0 +1,68 @@
+// The CUDA backend itself: memory, copies, the buffer cache, and a model of views and shape
+// queries run on it. Skipped, and counted as skipped, where no GPU is present.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/session.h"
+#include "tests/support/cuda_parity.h"
+#include "tests/support/model_text.h"
+#include "tests/support/tensors.h"
+
+#ifdef AMPC_HAVE_CUDA
+#include "runtime/cuda_backend.h"
+#endif
+
+namespace ampc {
+namespace {
+
+#ifdef AMPC_HAVE_CUDA
+TEST(CudaBackendTest, CopiesRoundTripAndFreedBuffersAreReused) {
+  AMPC_SKIP_WITHOUT_GPU();
+  auto backend = CudaBackend::Create(0);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  const Tensor host = testing::Floats({2, 3}, {1, 2, 3, 4, 5, 6});
+  {
+    auto device = OnBackend(host, **backend);
+    ASSERT_TRUE(device.ok()) << device.status();
+    EXPECT_EQ(device->backend(), backend->get());
+    auto back = ToHost(*device);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(testing::Values<float>(*back), testing::Values<float>(host));
+  }
+  auto again = (*backend)->NewTensor(DType::kFloat, {3, 2});
+  ASSERT_TRUE(again.ok());
+  const MemoryStats stats = (*backend)->memory_stats();
+  EXPECT_EQ(stats.allocations, 2u);
+  EXPECT_EQ(stats.reuses, 1u);
+}
+
+TEST(CudaBackendTest, NoSuchDeviceIsAClearError) {
+  auto backend = CudaBackend::Create(1000);
+  ASSERT_FALSE(backend.ok());
+  EXPECT_NE(backend.status().message().find("no CUDA device 1000"), std::string::npos)
+      << backend.status();
+}
+
+TEST(CudaBackendTest, ViewsAndShapeQueriesRunOnTheDevice) {
+  AMPC_SKIP_WITHOUT_GPU();
+  testing::ExpectCudaMatchesCpu({R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2, 3, 4] x) => (float[6, 4] a, float[1, 24] b, int64[3] s, int64 n, float[2, 1, 3, 4] c) {
+  shape = Constant <value = int64[2] {6, -1}> ()
+  a = Reshape(x, shape)
+  b = Flatten <axis = 0> (x)
+  s = Shape(x)
+  n = Size(x)
+  axes = Constant <value = int64[1] {1}> ()
+  c = Unsqueeze(x, axes)
+}
+)"});
+}
+#else
+TEST(CudaBackendTest, NotBuilt) { GTEST_SKIP() << "the CUDA backend is not built"; }
+#endif
+
+}  // namespace
+}  // namespace ampc
