@@ -4,6 +4,9 @@ namespace ampc {
 
 // Views and shape queries (Reshape, Shape, ...) are registered for "cuda" by the tensor family
 // in kernels/cpu: they touch no element data.
-void RegisterCudaKernels(KernelRegistry& registry) { (void)registry; }
+void RegisterCudaKernels(KernelRegistry& registry) {
+  RegisterCudaElementwiseKernels(registry);
+  RegisterCudaCopyKernels(registry);
+}
 
 }  // namespace ampc

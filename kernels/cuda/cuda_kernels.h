@@ -8,4 +8,9 @@ namespace ampc {
 
 void RegisterCudaKernels(KernelRegistry& registry);
 
+// Broadcasting binary ops, unary ops, Where (elementwise_ops.cc).
+void RegisterCudaElementwiseKernels(KernelRegistry& registry);
+// Cast, CastLike, ConstantOfShape, Transpose, Expand (copy_ops.cc).
+void RegisterCudaCopyKernels(KernelRegistry& registry);
+
 }  // namespace ampc
