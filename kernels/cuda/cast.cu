@@ -5,8 +5,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cuda/cast.h"
+#include "kernels/cuda/cast_math.h"
+#include "kernels/cuda/elementwise_kernels.cuh"
+#include "kernels/cuda/elementwise_math.h"
 
 namespace ampc {
 namespace {
@@ -130,4 +134,48 @@ cudaError_t CastBFloat16ToFloat(const uint16_t* d_in, float* d_out, int64_t n,
   return Launch<Widen<FromBFloat16>>(d_in, d_out, n, stream);
 }
 
+namespace cuda {
+
+cudaError_t Cast(ElemType from, ElemType to, const void* d_in, void* d_out, int64_t n,
+                 cudaStream_t stream) {
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  if (from == to) {
+    const size_t size = ElemSize(from);
+    if (size == 0) return cudaErrorNotSupported;
+    if (d_in == d_out) return cudaSuccess;
+    return cudaMemcpyAsync(d_out, d_in, static_cast<size_t>(n) * size, cudaMemcpyDeviceToDevice,
+                           stream);
+  }
+  const auto* in16 = static_cast<const uint16_t*>(d_in);
+  auto* out16 = static_cast<uint16_t*>(d_out);
+  const auto* in32 = static_cast<const float*>(d_in);
+  auto* out32 = static_cast<float*>(d_out);
+  if (from == ElemType::kFloat && to == ElemType::kFloat16) {
+    return CastFloatToHalf(in32, out16, n, stream);
+  }
+  if (from == ElemType::kFloat16 && to == ElemType::kFloat) {
+    return CastHalfToFloat(in16, out32, n, stream);
+  }
+  if (from == ElemType::kFloat && to == ElemType::kBFloat16) {
+    return CastFloatToBFloat16(in32, out16, n, stream);
+  }
+  if (from == ElemType::kBFloat16 && to == ElemType::kFloat) {
+    return CastBFloat16ToFloat(in16, out32, n, stream);
+  }
+  cudaError_t result = cudaErrorNotSupported;
+  detail::Visit(detail::AllTypes{}, from, [&](auto from_tag) {
+    detail::Visit(detail::AllTypes{}, to, [&](auto to_tag) {
+      using From = typename decltype(from_tag)::type;
+      using To = typename decltype(to_tag)::type;
+      if constexpr (!std::is_same_v<From, To>) {
+        result = detail::LaunchMap1(ConvertOp<From, To>{}, static_cast<const From*>(d_in),
+                                    static_cast<To*>(d_out), n, stream);
+      }
+    });
+  });
+  return result;
+}
+
+}  // namespace cuda
 }  // namespace ampc

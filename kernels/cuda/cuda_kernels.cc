@@ -8,6 +8,8 @@ void RegisterCudaKernels(KernelRegistry& registry) {
   RegisterCudaLinalgKernels(registry);
   RegisterCudaScalerKernels(registry);
   RegisterCudaReduceKernels(registry);
+  RegisterCudaElementwiseKernels(registry);
+  RegisterCudaCopyKernels(registry);
 }
 
 }  // namespace ampc

@@ -14,5 +14,9 @@ void RegisterCudaScalerKernels(KernelRegistry& registry);  // ai.ampc loss scali
 // SoftmaxCrossEntropyLoss, LayerNormalization and their grads (reduce_loss_norm_ops.cc).
 void RegisterCudaReduceKernels(KernelRegistry& registry);
 void RegisterCudaLossAndNormKernels(KernelRegistry& registry);
+// Broadcasting binary ops, unary ops, Where (elementwise_ops.cc).
+void RegisterCudaElementwiseKernels(KernelRegistry& registry);
+// Cast, CastLike, ConstantOfShape, Transpose, Expand (copy_ops.cc).
+void RegisterCudaCopyKernels(KernelRegistry& registry);
 
 }  // namespace ampc
