@@ -18,7 +18,8 @@ void RegisterGradKernels(KernelRegistry& registry);
 
 void RegisterCpuKernels(KernelRegistry& registry);
 
-// CPU kernels (and CUDA kernels when that backend is built), registered once.
+// CPU kernels (and CUDA kernels when that backend is built), registered once
+// (kernels/default_registry.cc, library ampc_kernels).
 const KernelRegistry& DefaultRegistry();
 
 }  // namespace ampc

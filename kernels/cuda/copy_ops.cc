@@ -195,9 +195,9 @@ void RegisterCudaCopyKernels(KernelRegistry& r) {
   const std::string cuda = "cuda";
   r.Register(KernelDef{"", "Cast", cuda, {{0, convertible}}, CastKernel::Create});
   r.Register(cuda, "", "CastLike", {{0, convertible}, {1, convertible}}, CastLike);
-  r.Register(cuda, "", "ConstantOfShape", {{0, int64}}, ConstantOfShape, {0});
+  r.Register(cuda, "", "ConstantOfShape", {{0, int64}}, ConstantOfShape, {.host = {0}});
   r.Register(cuda, "", "Transpose", {{0, all}}, Transpose);
-  r.Register(cuda, "", "Expand", {{0, all}, {1, int64}}, Expand, {1});
+  r.Register(cuda, "", "Expand", {{0, all}, {1, int64}}, Expand, {.host = {1}});
 }
 
 }  // namespace ampc

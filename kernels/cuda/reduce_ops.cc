@@ -114,7 +114,7 @@ void RegisterCudaReduceKernels(KernelRegistry& r) {
   const std::vector<DType> index_types = {DType::kInt32, DType::kInt64};
   const auto reduction = [&](const char* op, const std::vector<DType>& types,
                              KernelFunction function) {
-    r.Register("cuda", "", op, {{0, types}, {1, index_types}}, function, {1});
+    r.Register("cuda", "", op, {{0, types}, {1, index_types}}, function, {.host = {1}});
   };
   using cuda::ReduceOp;
   reduction("ReduceSum", reduce_types, Reduce<ReduceOp::kSum>);
