@@ -4,6 +4,6 @@ namespace ampc {
 
 // Views and shape queries (Reshape, Shape, ...) are registered for "cuda" by the tensor family
 // in kernels/cpu: they touch no element data.
-void RegisterCudaKernels(KernelRegistry& registry) { (void)registry; }
+void RegisterCudaKernels(KernelRegistry& registry) { RegisterCudaConvKernels(registry); }
 
 }  // namespace ampc

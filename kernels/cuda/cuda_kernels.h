@@ -8,4 +8,7 @@ namespace ampc {
 
 void RegisterCudaKernels(KernelRegistry& registry);
 
+// Conv, FusedConv, ConvGrad, pooling, BatchNormalization and their gradients (conv_ops.cc).
+void RegisterCudaConvKernels(KernelRegistry& registry);
+
 }  // namespace ampc
