@@ -98,15 +98,10 @@ std::vector<OpCase> ConvCases() {
   y = Conv (x, w, b)
 })"},
       // FP32 Conv -> Relu becomes FusedConv in every Session (runtime/conv_fusion.h)
-      {"ConvReluFused",
-       R"(g ($T[2, 3, 7, 6] x, $T[4, 3, 3, 3] w, $T[4] b) => ($T[] r) {
+      {"ConvRelu", R"(g ($T[2, 3, 7, 6] x, $T[4, 3, 3, 3] w, $T[4] b) => ($T[] r) {
   y = Conv <pads = [1, 1, 1, 1]> (x, w, b)
   r = Relu (y)
-})",
-       {},
-       false,
-       kHeader,
-       {"float"}},
+})"},
   };
 }
 
