@@ -35,6 +35,9 @@ struct PoolPlan {
   int64_t window_size = 1;                    // taps per window, padding included
   std::vector<int64_t> dilations;             // per spatial dim
   std::vector<std::vector<AxisWindow>> axes;  // [dim][out coord]
+  // The attributes the windows come from, auto_pad resolved: for a kernel that works out each
+  // window itself (kernels/cuda/pool_ops.cc). pads: 2 * dims values, begin... then end...
+  std::vector<int64_t> kernel, strides, pads;
 };
 
 struct PoolOptions {
@@ -80,6 +83,8 @@ inline absl::StatusOr<PoolPlan> MakePlan(const KernelContext& context, const Ten
   PoolPlan plan;
   plan.planes = x.dim(0) * x.dim(1);
   plan.dilations = dilations;
+  plan.kernel = kernel;
+  plan.strides = strides;
   plan.axes.resize(dims);
   for (int d = 0; d < dims; ++d) {
     const int64_t in = x.dim(d + 2), k = kernel[d], s = strides[d], dil = dilations[d];
@@ -122,6 +127,7 @@ inline absl::StatusOr<PoolPlan> MakePlan(const KernelContext& context, const Ten
       plan.axes[d].push_back(window);
     }
   }
+  plan.pads = pads;
   return plan;
 }
 

@@ -10,6 +10,7 @@ void RegisterCudaKernels(KernelRegistry& registry) {
   RegisterCudaReduceKernels(registry);
   RegisterCudaElementwiseKernels(registry);
   RegisterCudaCopyKernels(registry);
+  RegisterCudaConvKernels(registry);
 }
 
 }  // namespace ampc

@@ -18,5 +18,7 @@ void RegisterCudaLossAndNormKernels(KernelRegistry& registry);
 void RegisterCudaElementwiseKernels(KernelRegistry& registry);
 // Cast, CastLike, ConstantOfShape, Transpose, Expand (copy_ops.cc).
 void RegisterCudaCopyKernels(KernelRegistry& registry);
+// Conv, FusedConv, ConvGrad, pooling, BatchNormalization and their gradients (conv_ops.cc).
+void RegisterCudaConvKernels(KernelRegistry& registry);
 
 }  // namespace ampc

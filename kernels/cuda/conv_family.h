@@ -1,0 +1,35 @@
+// The CNN family's kernels for the CUDA backend, registered together by RegisterCudaConvKernels
+// (cuda_kernels.h, defined in conv_ops.cc): convolutions there, pooling in pool_ops.cc,
+// BatchNormalization in batch_norm_ops.cc.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/dtype.h"
+#include "runtime/kernel.h"
+#include "runtime/kernel_registry.h"
+
+namespace ampc::cuda {
+
+// The element types the family's CUDA kernels take (no FP64: the GPU path is for speed).
+inline std::vector<DType> CnnFloatTypes() {
+  return {DType::kFloat, DType::kFloat16, DType::kBFloat16};
+}
+
+// A status from below (cuDNN, an allocation, a plan) as the node's error; OK stays OK.
+inline absl::Status Labeled(const KernelContext& context, const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(context.info().label(), ": ", status.message()));
+}
+
+// Whether the node names output i (an omitted optional output is not computed).
+inline bool WantsOutput(const KernelContext& context, int i) {
+  return i < context.num_outputs() && !context.info().node.output(i).empty();
+}
+
+void RegisterCudaPoolKernels(KernelRegistry& registry);
+void RegisterCudaBatchNormKernels(KernelRegistry& registry);
+
+}  // namespace ampc::cuda
