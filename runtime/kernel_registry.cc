@@ -1,5 +1,7 @@
 #include "runtime/kernel_registry.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -81,6 +83,14 @@ absl::StatusOr<std::unique_ptr<OpKernel>> KernelRegistry::Create(const KernelInf
 bool KernelRegistry::Has(const std::string& domain, const std::string& op,
                          const std::string& backend) const {
   return defs_.contains(std::make_tuple(domain, op, backend));
+}
+
+bool KernelRegistry::Supports(const KernelInfo& info) const {
+  const std::string& domain = info.node.domain() == "ai.onnx" ? std::string() : info.node.domain();
+  auto it = defs_.find(std::make_tuple(domain, info.node.op_type(), info.backend.name()));
+  if (it == defs_.end()) return false;
+  return std::any_of(it->second.begin(), it->second.end(),
+                     [&](const KernelDef& def) { return Accepts(def, info); });
 }
 
 }  // namespace ampc

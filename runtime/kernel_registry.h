@@ -59,6 +59,8 @@ class KernelRegistry {
                                                    InputMemory* memory = nullptr) const;
 
   bool Has(const std::string& domain, const std::string& op, const std::string& backend) const;
+  // A kernel of info.backend accepts the node's element types (no kernel is created).
+  bool Supports(const KernelInfo& info) const;
 
  private:
   std::map<std::tuple<std::string, std::string, std::string>, std::vector<KernelDef>> defs_;

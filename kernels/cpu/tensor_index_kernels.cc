@@ -9,9 +9,7 @@
 #include "runtime/status_macros.h"
 
 namespace ampc::tensor_ops {
-namespace {
 
-// Indices with negatives wrapped, checked against `dim`.
 absl::StatusOr<std::vector<int64_t>> CheckedIndices(const KernelContext& context,
                                                     const Tensor& indices, int64_t dim, int axis) {
   AMPC_ASSIGN_OR_RETURN(std::vector<int64_t> values, ReadInts(context, indices, "indices"));
@@ -24,6 +22,8 @@ absl::StatusOr<std::vector<int64_t>> CheckedIndices(const KernelContext& context
   }
   return values;
 }
+
+namespace {
 
 // GatherElements/ScatterElements: the data offset of every element of `indices`, i.e. its own
 // position with the index on the "axis" attribute's axis replaced by its value.
@@ -63,7 +63,7 @@ absl::StatusOr<std::vector<int64_t>> ElementOffsets(const KernelContext& context
   return offsets;
 }
 
-enum class Reduction { kNone, kAdd, kMul, kMax, kMin };
+}  // namespace
 
 absl::StatusOr<Reduction> ReductionOf(const KernelContext& context) {
   const std::string name = context.attributes().String("reduction", "none");
@@ -74,6 +74,8 @@ absl::StatusOr<Reduction> ReductionOf(const KernelContext& context) {
   if (name == "min") return Reduction::kMin;
   return NodeError(context, absl::StrCat("reduction '", name, "' is not supported"));
 }
+
+namespace {
 
 // dst[offset..offset+count) op= src[0..count), in the compute type, rounded once per update.
 absl::Status Combine(const KernelContext& context, Reduction reduction, Tensor& out, int64_t offset,
@@ -175,8 +177,6 @@ absl::Status ScatterElements(KernelContext& context) {
   return absl::OkStatus();
 }
 
-namespace {
-
 // GatherND/ScatterND: the data offset each index tuple (last dim of `indices`, k long) selects,
 // within data dims [first, first + k).
 absl::StatusOr<std::vector<int64_t>> TupleOffsets(const KernelContext& context, const Shape& data,
@@ -204,8 +204,6 @@ absl::StatusOr<std::vector<int64_t>> TupleOffsets(const KernelContext& context, 
   }
   return offsets;
 }
-
-}  // namespace
 
 absl::Status GatherND(KernelContext& context) {
   const Tensor& data = context.in(0);

@@ -21,6 +21,19 @@ absl::StatusOr<std::vector<int64_t>> ReadInts(const KernelContext& context, cons
 absl::StatusOr<int> NormalizeAxis(const KernelContext& context, int64_t axis, int rank,
                                   absl::string_view what = "axis");
 
+// Indices with negatives wrapped, checked against `dim` (errors name the index and `axis`).
+absl::StatusOr<std::vector<int64_t>> CheckedIndices(const KernelContext& context,
+                                                    const Tensor& indices, int64_t dim, int axis);
+
+// ScatterElements/ScatterND's `reduction` attribute.
+enum class Reduction { kNone, kAdd, kMul, kMax, kMin };
+absl::StatusOr<Reduction> ReductionOf(const KernelContext& context);
+
+// GatherND/ScatterND: the element offset in `data` of every index tuple (the last dim of
+// `indices`), the tuples addressing data's dims from `first` on; errors name the bad index.
+absl::StatusOr<std::vector<int64_t>> TupleOffsets(const KernelContext& context, const Shape& data,
+                                                  const Tensor& indices, int first);
+
 // Row-major strides in elements.
 std::vector<int64_t> Strides(const Shape& shape);
 

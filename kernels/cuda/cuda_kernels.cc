@@ -11,6 +11,7 @@ void RegisterCudaKernels(KernelRegistry& registry) {
   RegisterCudaElementwiseKernels(registry);
   RegisterCudaCopyKernels(registry);
   RegisterCudaConvKernels(registry);
+  RegisterCudaIndexKernels(registry);
 }
 
 }  // namespace ampc

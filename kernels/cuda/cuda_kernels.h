@@ -20,5 +20,7 @@ void RegisterCudaElementwiseKernels(KernelRegistry& registry);
 void RegisterCudaCopyKernels(KernelRegistry& registry);
 // Conv, FusedConv, ConvGrad, pooling, BatchNormalization and their gradients (conv_ops.cc).
 void RegisterCudaConvKernels(KernelRegistry& registry);
+// Gather, ScatterND, Sum (index_ops.cc).
+void RegisterCudaIndexKernels(KernelRegistry& registry);
 
 }  // namespace ampc

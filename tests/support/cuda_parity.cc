@@ -112,6 +112,22 @@ std::string CompareOutputs(const Tensor& expected, const Tensor& actual, double 
   return why.str();
 }
 
+void ExpectRunsOnCpuWithCudaKernels(const ParityCase& parity) {
+  RegisterAmpcSchemas();
+  const onnx::ModelProto model = ParseModelText(parity.model);
+  CpuBackend cpu(1);
+  auto session = Session::Create(model, DefaultRegistry(), cpu);
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto outputs = (*session)->Run(RandomInputs(model, parity.ranges, parity.seed));
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  for (const onnx::NodeProto& node : model.graph().node()) {
+    if (node.op_type() == "Constant") continue;  // the executor takes its value
+    EXPECT_TRUE(DefaultRegistry().Has(node.domain() == "ai.onnx" ? "" : node.domain(),
+                                      node.op_type(), "cuda"))
+        << node.op_type() << " has no CUDA kernel";
+  }
+}
+
 void ExpectCudaMatchesCpu(const ParityCase& parity) {
 #ifdef AMPC_HAVE_CUDA
   RegisterAmpcSchemas();

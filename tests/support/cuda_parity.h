@@ -49,6 +49,10 @@ std::vector<Tensor> RandomInputs(const onnx::ModelProto& model,
 // when `actual` matches `expected`, else what differs.
 std::string CompareOutputs(const Tensor& expected, const Tensor& actual, double tolerance);
 
+// What can be checked without a GPU: the model parses, runs on the CPU backend, and every node's
+// op has a kernel registered for "cuda" (element types are checked only where a GPU runs it).
+void ExpectRunsOnCpuWithCudaKernels(const ParityCase& parity);
+
 // Runs the case on both backends (the ai.ampc schemas registered) and EXPECTs the outputs to
 // match; the failure message names the output, the error and the worst element.
 void ExpectCudaMatchesCpu(const ParityCase& parity);

@@ -1,0 +1,40 @@
+// Gather, ScatterND and the same-shape variadic Sum on the GPU. Indices arrive checked and
+// normalised by the caller (the host reads them: kernels/cuda/index_ops.cc), so the kernels
+// never meet an index out of range. Plain C++ header: includable without nvcc.
+#ifndef AMPC_KERNELS_CUDA_INDEX_H_
+#define AMPC_KERNELS_CUDA_INDEX_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/elem_type.h"
+
+namespace ampc::cuda {
+
+// y[o, j, :] = x[o, index[j], :] for o < outer, j < count, rows of `row_bytes` bytes; x has `dim`
+// rows per o. `d_index` is a device array of `count` indices in [0, dim).
+cudaError_t Gather(const void* d_x, void* d_y, const int64_t* d_index, int64_t outer, int64_t dim,
+                   int64_t count, size_t row_bytes, cudaStream_t stream);
+
+enum class ScatterReduction { kNone, kAdd, kMul, kMax, kMin };
+
+// ScatterND after out = data: for each destination u < `destinations`, the updates
+// d_order[d_start[u] .. d_start[u + 1]) (update slice numbers, in the order ONNX applies them)
+// are combined into out[d_dest[u] .. + slice) one after the other, each step rounded to the
+// element type, so the result equals the sequential CPU loop bit for bit.
+cudaError_t ScatterSlices(ElemType type, ScatterReduction reduction, void* d_out,
+                          const void* d_updates, const int64_t* d_dest, const int64_t* d_start,
+                          const int64_t* d_order, int64_t destinations, int64_t slice,
+                          cudaStream_t stream);
+
+// y = x[0] + ... + x[count - 1], all of n elements, accumulated in the compute type (float for
+// FP16/BF16) and rounded once, as the CPU's variadic Sum. At most kMaxSumInputs inputs.
+inline constexpr int kMaxSumInputs = 8;
+cudaError_t SumSameShape(ElemType type, const void* const* inputs, int count, void* d_y, int64_t n,
+                         cudaStream_t stream);
+
+}  // namespace ampc::cuda
+
+#endif  // AMPC_KERNELS_CUDA_INDEX_H_

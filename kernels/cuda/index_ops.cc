@@ -1,0 +1,150 @@
+// The CUDA indexing kernels: Gather, ScatterND and Sum. Indices are host inputs, checked and
+// normalised on the host with the CPU family's own helpers (the same errors, before anything is
+// launched) and uploaded with the launch; ScatterND's updates to one destination are grouped on
+// the host so the device applies them in ONNX's order without atomics.
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/tensor_ops.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/index.h"
+#include "kernels/cuda/op_support.h"
+#include "runtime/status_macros.h"
+
+namespace ampc {
+namespace {
+
+using cuda::ElemOf;
+using cuda::Launched;
+using cuda::StreamOf;
+
+// A device copy of `values`, queued on the backend's stream.
+absl::StatusOr<Tensor> Upload(KernelContext& context, const std::vector<int64_t>& values) {
+  Tensor host = Tensor::Host(DType::kInt64, {static_cast<int64_t>(values.size())});
+  std::copy(values.begin(), values.end(), host.data<int64_t>());
+  return OnBackend(host, context.backend());
+}
+
+absl::Status Gather(KernelContext& context) {
+  const Tensor& data = context.in(0);
+  const Tensor& indices = context.in(1);
+  if (data.rank() == 0) return NodeError(context, "data must not be a scalar");
+  AMPC_ASSIGN_OR_RETURN(
+      const int axis,
+      tensor_ops::NormalizeAxis(context, context.attributes().Int("axis", 0), data.rank()));
+  const int64_t dim = data.dim(axis);
+  AMPC_ASSIGN_OR_RETURN(const std::vector<int64_t> index,
+                        tensor_ops::CheckedIndices(context, indices, dim, axis));
+  Shape shape(data.shape().begin(), data.shape().begin() + axis);
+  shape.insert(shape.end(), indices.shape().begin(), indices.shape().end());
+  shape.insert(shape.end(), data.shape().begin() + axis + 1, data.shape().end());
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, shape, data.dtype()));
+  int64_t outer = 1;
+  for (int d = 0; d < axis; ++d) outer *= data.dim(d);
+  const size_t row =
+      ElementCount(std::span(data.shape()).subspan(axis + 1)) * DTypeSize(data.dtype());
+  if (out->size() == 0) return absl::OkStatus();
+  AMPC_ASSIGN_OR_RETURN(Tensor device_index, Upload(context, index));
+  return Launched(context,
+                  cuda::Gather(data.raw(), out->raw(), device_index.data<int64_t>(), outer, dim,
+                               static_cast<int64_t>(index.size()), row, StreamOf(context)));
+}
+
+// Destinations of ScatterND's tuples in first-use order, each with its tuples in ONNX's order.
+struct ScatterGroups {
+  std::vector<int64_t> dest, start, order;
+};
+
+ScatterGroups GroupByDestination(const std::vector<int64_t>& offsets) {
+  std::vector<int64_t> order(offsets.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return offsets[a] < offsets[b]; });
+  ScatterGroups groups;
+  for (size_t p = 0; p < order.size(); ++p) {
+    if (p == 0 || offsets[order[p]] != offsets[order[p - 1]]) {
+      groups.dest.push_back(offsets[order[p]]);
+      groups.start.push_back(static_cast<int64_t>(p));
+    }
+  }
+  groups.start.push_back(static_cast<int64_t>(order.size()));
+  groups.order = std::move(order);
+  return groups;
+}
+
+absl::Status ScatterND(KernelContext& context) {
+  const Tensor& data = context.in(0);
+  const Tensor& indices = context.in(1);
+  const Tensor& updates = context.in(2);
+  if (indices.rank() < 1) return NodeError(context, "indices must have rank >= 1");
+  AMPC_ASSIGN_OR_RETURN(const tensor_ops::Reduction reduction, tensor_ops::ReductionOf(context));
+  AMPC_ASSIGN_OR_RETURN(const std::vector<int64_t> offsets,
+                        tensor_ops::TupleOffsets(context, data.shape(), indices, 0));
+  const int64_t k = indices.dim(indices.rank() - 1);
+  Shape expected(indices.shape().begin(), indices.shape().end() - 1);
+  expected.insert(expected.end(), data.shape().begin() + k, data.shape().end());
+  if (updates.shape() != expected || updates.dtype() != data.dtype()) {
+    return NodeError(context, absl::StrCat("updates ", updates.TypeString(), ", expected shape ",
+                                           ShapeString(expected)));
+  }
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, data.shape(), data.dtype()));
+  AMPC_RETURN_IF_ERROR(
+      Launched(context, cudaMemcpyAsync(out->raw(), data.raw(), data.bytes(),
+                                        cudaMemcpyDeviceToDevice, StreamOf(context))));
+  if (offsets.empty()) return absl::OkStatus();
+  const ScatterGroups groups = GroupByDestination(offsets);
+  AMPC_ASSIGN_OR_RETURN(Tensor dest, Upload(context, groups.dest));
+  AMPC_ASSIGN_OR_RETURN(Tensor start, Upload(context, groups.start));
+  AMPC_ASSIGN_OR_RETURN(Tensor order, Upload(context, groups.order));
+  const int64_t slice = ElementCount(std::span(data.shape()).subspan(k));
+  const auto cuda_reduction = static_cast<cuda::ScatterReduction>(reduction);
+  const cudaError_t error =
+      cuda::ScatterSlices(ElemOf(data.dtype()), cuda_reduction, out->raw(), updates.raw(),
+                          dest.data<int64_t>(), start.data<int64_t>(), order.data<int64_t>(),
+                          static_cast<int64_t>(groups.dest.size()), slice, StreamOf(context));
+  if (error == cudaErrorInvalidValue) {
+    return NodeError(context, absl::StrCat("no CUDA kernel for ", DTypeName(data.dtype())));
+  }
+  return Launched(context, error);
+}
+
+// Same-shape Sum in one pass (the CPU's single rounding); broadcasting Sum has no CUDA kernel.
+absl::Status Sum(KernelContext& context) {
+  const int n = context.num_inputs();
+  if (n == 0) return NodeError(context, "needs at least one input");
+  if (n > cuda::kMaxSumInputs) {
+    return NodeError(context,
+                     absl::StrCat(n, " inputs; the CUDA Sum takes at most ", cuda::kMaxSumInputs));
+  }
+  std::vector<const void*> inputs;
+  for (int k = 0; k < n; ++k) {
+    const Tensor* t = context.input(k);
+    if (t == nullptr) return NodeError(context, absl::StrCat("input ", k, " is missing"));
+    if (t->dtype() != context.in(0).dtype() || t->shape() != context.in(0).shape()) {
+      return NodeError(context, absl::StrCat("input ", k, " is ", t->TypeString(), ", input 0 ",
+                                             context.in(0).TypeString(),
+                                             " (the CUDA Sum needs equal types and shapes)"));
+    }
+    inputs.push_back(t->raw());
+  }
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, context.in(0).shape()));
+  return Launched(context, cuda::SumSameShape(ElemOf(out->dtype()), inputs.data(), n, out->raw(),
+                                              out->size(), StreamOf(context)));
+}
+
+}  // namespace
+
+void RegisterCudaIndexKernels(KernelRegistry& r) {
+  const std::vector<DType> all = {AMPC_ALL_TYPES};
+  const std::vector<DType> ints = {DType::kInt32, DType::kInt64};
+  const std::vector<DType> numeric = {DType::kFloat,  DType::kFloat16, DType::kBFloat16,
+                                      DType::kDouble, DType::kInt32,   DType::kInt64};
+  r.Register("cuda", "", "Gather", {{0, all}, {1, ints}}, Gather, {.host = {1}});
+  r.Register("cuda", "", "ScatterND", {{0, numeric}, {1, {DType::kInt64}}}, ScatterND,
+             {.host = {1}});
+  r.Register("cuda", "", "Sum", {{0, numeric}}, Sum);
+}
+
+}  // namespace ampc

@@ -1,0 +1,75 @@
+// Gather, ScatterND and Sum on the CUDA backend against the CPU backend
+// (tests/support/cuda_parity.h). Gather and ScatterND move or combine elements without
+// arithmetic beyond the CPU's own (ScatterND applies the updates to one place in ONNX's order,
+// each rounded), so they must match bit for bit; Sum rounds once, as the CPU does.
+// Skipped, and counted as skipped, where no GPU is present.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/support/cuda_parity.h"
+
+namespace ampc {
+namespace {
+
+using testing::ExpectCudaMatchesCpu;
+using testing::ParityCase;
+using testing::ValueRange;
+
+constexpr char kHeader[] = "<ir_version: 8, opset_import: [\"\" : 17]>\n";
+
+std::vector<ParityCase> Cases() {
+  std::vector<ParityCase> cases;
+  for (const std::string type : {"float", "float16", "bfloat16", "int64", "double"}) {
+    for (const std::string axis : {"0", "1", "-1"}) {
+      cases.push_back(
+          {.model = kHeader + ("g (" + type + "[3, 5, 7] x, int64[4, 2] i) => (" + type +
+                               "[?, ?, ?, ?] y) { y = Gather <axis = " + axis + "> (x, i) }"),
+           .ranges = {{"i", ValueRange{-3, 3}}},
+           .tolerance = 0});
+    }
+  }
+  // Rows of 3 FP16 values (6 bytes): the 2-byte word path; token ids as a transformer feeds them.
+  cases.push_back({.model = std::string(kHeader) +
+                            "g (float16[50, 3] e, int64[8, 16] t) => (float16[8, 16, 3] y) "
+                            "{ y = Gather(e, t) }",
+                   .ranges = {{"t", ValueRange{0, 50}}},
+                   .tolerance = 0});
+  // 40 index tuples into 6 rows: many duplicates, in no particular order.
+  for (const std::string type : {"float", "float16", "bfloat16"}) {
+    for (const std::string reduction : {"add", "none", "max", "mul"}) {
+      cases.push_back(
+          {.model = kHeader +
+                    ("g (" + type + "[6, 5] d, int64[40, 1] i, " + type + "[40, 5] u) => (" + type +
+                     "[6, 5] y) { y = ScatterND <reduction = \"" + reduction + "\"> (d, i, u) }"),
+           .ranges = {{"i", ValueRange{-6, 6}}},
+           .tolerance = 0});
+    }
+  }
+  for (const std::string type : {"float", "float16", "bfloat16", "int64"}) {
+    cases.push_back(
+        {.model = kHeader + ("g (" + type + "[33, 17] a, " + type + "[33, 17] b, " + type +
+                             "[33, 17] c) => (" + type + "[33, 17] y) { y = Sum(a, b, c) }"),
+         .tolerance = 0});
+  }
+  return cases;
+}
+
+TEST(CudaIndexParityTest, ModelsRunOnTheCpuAndHaveCudaKernels) {
+  for (const ParityCase& parity : Cases()) {
+    SCOPED_TRACE(parity.model);
+    testing::ExpectRunsOnCpuWithCudaKernels(parity);
+  }
+}
+
+TEST(CudaIndexParityTest, GatherScatterNdAndSumMatchTheCpuBitForBit) {
+  AMPC_SKIP_WITHOUT_GPU();
+  for (const ParityCase& parity : Cases()) {
+    SCOPED_TRACE(parity.model);
+    ExpectCudaMatchesCpu(parity);
+  }
+}
+
+}  // namespace
+}  // namespace ampc

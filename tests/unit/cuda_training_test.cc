@@ -1,0 +1,248 @@
+// The bundled models' training on the CUDA backend. Everywhere: every node of each compiled
+// training model (inference graph, initialization, training step), for FP32, FP16 and BF16, has
+// a CUDA kernel for its element types, so `ampc train --device cuda` does not fall back to the
+// CPU. On a GPU: steps on the CUDA backend follow the CPU backend's (losses, loss scale, steps
+// applied, parameters). GPU tests are skipped, and counted as skipped, where no GPU is present.
+#include <gtest/gtest.h>
+#include <onnx/shape_inference/implementation.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compiler/model_io.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "models/cnn.h"
+#include "models/mlp.h"
+#include "models/transformer.h"
+#include "passes/ampc_ops.h"
+#include "runtime/cpu_backend.h"
+#include "runtime/graph_executor.h"
+#include "runtime/training_session.h"
+#include "tests/support/cuda_parity.h"
+#include "tests/support/subprocess.h"
+
+#ifdef AMPC_HAVE_CUDA
+#include "runtime/cuda_backend.h"
+#endif
+
+namespace ampc {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A backend that is only a name: kernel lookup by element type, nothing allocated or run.
+class NamedBackend final : public Backend {
+ public:
+  explicit NamedBackend(std::string name) : name_(std::move(name)) {}
+  const std::string& name() const override { return name_; }
+  absl::StatusOr<std::shared_ptr<Buffer>> Allocate(size_t) override {
+    return absl::UnimplementedError("a name only");
+  }
+  absl::Status CopyFromHost(const void*, Tensor&) override { return absl::UnimplementedError(""); }
+  absl::Status CopyToHost(const Tensor&, void*) override { return absl::UnimplementedError(""); }
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+  MemoryStats memory_stats() const override { return {}; }
+  void ResetPeak() override {}
+
+ protected:
+  void Release(void*, size_t) override {}
+
+ private:
+  std::string name_;
+};
+
+class CudaTrainingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/ampc-cuda-train-XXXXXX";
+    dir_ = mkdtemp(pattern);
+    RegisterAmpcSchemas();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // `model` compiled with `ampc --train` for `dtype` ("fp32", "fp16", "bf16").
+  onnx::ModelProto Compiled(const onnx::ModelProto& model, const std::string& dtype,
+                            const std::string& optimizer = "adam",
+                            const std::string& lr = "0.001") {
+    const std::string in = (dir_ / "m.onnx").string(), out = (dir_ / "m.train.onnx").string();
+    std::ofstream(in, std::ios::binary) << model.SerializeAsString();
+    auto r = testing::RunProcess({AMPC_BINARY, in, "-o", out, "--train", "--loss", "loss",
+                                  "--dtype", dtype, "--optimizer", optimizer, "--lr", lr},
+                                 dir_.string());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    absl::StatusOr<LoadedModel> loaded = LoadModel(out);
+    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    return loaded.ok() ? loaded->model : onnx::ModelProto();
+  }
+
+  fs::path dir_;
+};
+
+// Nodes of `graph` (run with `state` as extra inputs) without a CUDA kernel for their types.
+std::vector<std::string> MissingInGraph(const onnx::ModelProto& model,
+                                        const onnx::GraphProto& graph,
+                                        const std::vector<onnx::ValueInfoProto>& state) {
+  onnx::ModelProto scratch;
+  scratch.set_ir_version(model.ir_version());
+  *scratch.mutable_opset_import() = model.opset_import();
+  *scratch.mutable_functions() = model.functions();
+  *scratch.mutable_graph() = graph;
+  for (const onnx::ValueInfoProto& value : state) *scratch.mutable_graph()->add_input() = value;
+  onnx::ShapeInferenceOptions options{false, 0, false};
+  onnx::shape_inference::InferShapes(scratch, onnx::OpSchemaRegistry::Instance(), options);
+  TypeMap types;
+  CollectTypes(scratch.graph(), types);
+  std::map<std::string, int> opsets;
+  for (const auto& opset : model.opset_import()) {
+    opsets[opset.domain() == "ai.onnx" ? "" : opset.domain()] = static_cast<int>(opset.version());
+  }
+  NamedBackend cuda("cuda");
+  std::vector<std::string> missing;
+  for (const onnx::NodeProto& node : scratch.graph().node()) {
+    if (node.op_type() == "Constant") continue;  // the executor takes its value
+    std::vector<DType> in, out;
+    for (const std::string& name : node.input()) {
+      in.push_back(types.contains(name) ? types[name] : DType::kUndefined);
+    }
+    for (const std::string& name : node.output()) {
+      out.push_back(types.contains(name) ? types[name] : DType::kUndefined);
+    }
+    KernelInfo info{node, opsets[node.domain()], in, out, cuda, {}, nullptr};
+    if (!DefaultRegistry().Supports(info)) {
+      missing.push_back(
+          absl::StrCat(node.op_type(), "(",
+                       absl::StrJoin(in, ",",
+                                     [](std::string* s, DType t) {
+                                       s->append(t == DType::kUndefined ? "-" : DTypeName(t));
+                                     }),
+                       ")"));
+    }
+  }
+  std::sort(missing.begin(), missing.end());
+  missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+  return missing;
+}
+
+std::vector<std::string> MissingCudaKernels(const onnx::ModelProto& trained) {
+  const onnx::TrainingInfoProto& info = trained.training_info(0);
+  std::vector<onnx::ValueInfoProto> parameters, state;
+  for (const onnx::TensorProto& init : trained.graph().initializer()) {
+    onnx::ValueInfoProto value;
+    value.set_name(init.name());
+    auto* tensor = value.mutable_type()->mutable_tensor_type();
+    tensor->set_elem_type(init.data_type());
+    for (int64_t d : init.dims()) tensor->mutable_shape()->add_dim()->set_dim_value(d);
+    parameters.push_back(value);
+  }
+  state = parameters;
+  for (const auto& output : info.initialization().output()) state.push_back(output);
+  std::vector<std::string> missing = MissingInGraph(trained, trained.graph(), {});
+  for (const std::string& m : MissingInGraph(trained, info.initialization(), parameters)) {
+    missing.push_back("initialization: " + m);
+  }
+  for (const std::string& m : MissingInGraph(trained, info.algorithm(), state)) {
+    missing.push_back("step: " + m);
+  }
+  return missing;
+}
+
+std::vector<std::pair<std::string, onnx::ModelProto>> BundledModels() {
+  std::vector<std::pair<std::string, onnx::ModelProto>> models;
+  models.emplace_back("mlp", models::BuildMlp({}));
+  absl::StatusOr<onnx::ModelProto> cnn = models::BuildCnn({});
+  EXPECT_TRUE(cnn.ok()) << cnn.status();
+  if (cnn.ok()) models.emplace_back("cnn", *cnn);
+  absl::StatusOr<onnx::ModelProto> transformer = models::BuildTransformer({});
+  EXPECT_TRUE(transformer.ok()) << transformer.status();
+  if (transformer.ok()) models.emplace_back("transformer", *transformer);
+  return models;
+}
+
+TEST_F(CudaTrainingTest, EveryNodeOfTheBundledTrainingModelsHasACudaKernel) {
+  for (const auto& [name, model] : BundledModels()) {
+    for (const std::string dtype : {"fp32", "fp16", "bf16"}) {
+      const onnx::ModelProto trained = Compiled(model, dtype);
+      ASSERT_GT(trained.training_info_size(), 0);
+      EXPECT_EQ(absl::StrJoin(MissingCudaKernels(trained), "; "), "") << name << " " << dtype;
+    }
+  }
+}
+
+#ifdef AMPC_HAVE_CUDA
+// A fixed random batch for the model's data inputs (image floats in [0, 1), labels < classes).
+NamedTensors RandomBatch(const TrainingSession& session, int64_t batch, int64_t classes) {
+  std::mt19937 rng(7);
+  NamedTensors inputs;
+  for (const ValueSpec& spec : session.data_inputs()) {
+    Shape shape = {batch};
+    for (size_t d = 1; d < spec.dims.size(); ++d) shape.push_back(spec.dims[d]);
+    Tensor t = Tensor::Host(spec.dtype, shape);
+    if (spec.dtype == DType::kFloat) {
+      std::uniform_real_distribution<float> dist(0, 1);
+      for (float& v : t.span<float>()) v = dist(rng);
+    } else {
+      std::uniform_int_distribution<int64_t> dist(0, classes - 1);
+      for (int64_t& v : t.span<int64_t>()) v = dist(rng);
+    }
+    inputs[spec.name] = std::move(t);
+  }
+  return inputs;
+}
+
+double RelativeDifference(const Tensor& expected, const Tensor& actual) {
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < expected.size(); ++i) {
+    const double e = expected.data<float>()[i], a = actual.data<float>()[i];
+    diff += (a - e) * (a - e);
+    norm += e * e;
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+TEST_F(CudaTrainingTest, StepsOnTheGpuFollowTheCpu) {
+  AMPC_SKIP_WITHOUT_GPU();
+  for (const auto& [name, model] : BundledModels()) {
+    for (const std::string dtype : {"fp32", "fp16", "bf16"}) {
+      SCOPED_TRACE(name + " " + dtype);
+      // SGD: an update proportional to the gradient, so small kernel differences stay small.
+      const onnx::ModelProto trained = Compiled(model, dtype, "sgd", "0.05");
+      CpuBackend cpu(2);
+      auto gpu = CudaBackend::Create(0);
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      auto reference = TrainingSession::Create(trained, DefaultRegistry(), cpu);
+      ASSERT_TRUE(reference.ok()) << reference.status();
+      auto device = TrainingSession::Create(trained, DefaultRegistry(), **gpu);
+      ASSERT_TRUE(device.ok()) << device.status();
+      const NamedTensors batch = RandomBatch(**reference, 16, 10);
+      const double tolerance = dtype == "fp32" ? 1e-4 : dtype == "fp16" ? 1e-2 : 5e-2;
+      for (int step = 0; step < 3; ++step) {
+        auto expected = (*reference)->Step(batch, 0.05f);
+        ASSERT_TRUE(expected.ok()) << expected.status();
+        auto actual = (*device)->Step(batch, 0.05f);
+        ASSERT_TRUE(actual.ok()) << actual.status();
+        EXPECT_NEAR(actual->loss, expected->loss, tolerance * std::abs(expected->loss))
+            << "step " << step;
+        EXPECT_EQ(actual->applied, expected->applied) << "step " << step;
+        EXPECT_EQ(actual->scale, expected->scale) << "step " << step;
+      }
+      for (const onnx::TensorProto& init : trained.graph().initializer()) {
+        if (init.data_type() != onnx::TensorProto::FLOAT) continue;
+        auto e = (*reference)->State(init.name());
+        auto a = (*device)->State(init.name());
+        ASSERT_TRUE(e.ok() && a.ok());
+        EXPECT_LE(RelativeDifference(*e, *a), tolerance) << init.name();
+      }
+    }
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace ampc
