@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/cuda/cuda_libraries.h"
 #include "runtime/status_macros.h"
 
 namespace ampc::cuda {
@@ -66,6 +67,9 @@ struct CudnnState {
 absl::StatusOr<CudnnState*> StateOf(CudaBackend& backend) {
   CudnnState& state = backend.Shared<CudnnState>();
   if (state.handle == nullptr) {
+    if (std::string why; !cuda::LoadCudnn(&why)) {
+      return absl::FailedPreconditionError(absl::StrCat("cuDNN could not be loaded: ", why));
+    }
     cudnnHandle_t handle = nullptr;
     AMPC_RETURN_IF_ERROR(Check(cudnnCreate(&handle), "cudnnCreate"));
     if (absl::Status s = Check(cudnnSetStream(handle, backend.stream()), "cudnnSetStream");

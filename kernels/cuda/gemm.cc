@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/cuda_libraries.h"
+
 namespace ampc::cuda {
 namespace {
 
@@ -171,6 +173,9 @@ void Gemm::Destroy(Plan& plan) {
 
 GemmResult Gemm::Init() {
   if (handle_ != nullptr) return {};
+  if (std::string why; !LoadCublasLt(&why)) {
+    return GemmResult::Error("cuBLASLt could not be loaded: " + why);
+  }
   if (cublasStatus_t status = cublasLtCreate(&handle_); status != CUBLAS_STATUS_SUCCESS) {
     handle_ = nullptr;
     return GemmResult::Error(std::string("cublasLtCreate failed with ") +
