@@ -7,6 +7,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
