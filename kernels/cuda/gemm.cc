@@ -171,6 +171,9 @@ void Gemm::Destroy(Plan& plan) {
   plan = Plan{};
 }
 
+// Heuristic results kept per plan: fallbacks for one cublasLtMatmul refuses.
+constexpr int kAlgorithms = 4;
+
 GemmResult Gemm::Init() {
   if (handle_ != nullptr) return {};
   if (std::string why; !LoadCublasLt(&why)) {
@@ -254,11 +257,11 @@ GemmResult Gemm::MakePlan(const GemmArgs& args, Plan& plan) {
     if (status != CUBLAS_STATUS_SUCCESS) break;
     status = SetPreference(preference, attribute, static_cast<uint32_t>(AlignmentOf(pointer)));
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kAlgorithms] = {};
   int returned = 0;
   if (status == CUBLAS_STATUS_SUCCESS) {
     status = cublasLtMatmulAlgoGetHeuristic(handle_, plan.op, plan.a, plan.b, plan.c, plan.c,
-                                            preference, 1, &result, &returned);
+                                            preference, kAlgorithms, results, &returned);
     if (status != CUBLAS_STATUS_SUCCESS) {
       cublasLtMatmulPreferenceDestroy(preference);
       return CublasError("cublasLtMatmulAlgoGetHeuristic", status, args);
@@ -272,7 +275,13 @@ GemmResult Gemm::MakePlan(const GemmArgs& args, Plan& plan) {
     return CublasError("cublasLtMatmulAlgoGetHeuristic (no algorithm)", CUBLAS_STATUS_NOT_SUPPORTED,
                        args);
   }
-  plan.algo = result.algo;
+  for (int i = 0; i < returned; ++i) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) plan.algos.push_back(results[i].algo);
+  }
+  if (plan.algos.empty()) {
+    return CublasError("cublasLtMatmulAlgoGetHeuristic (no usable algorithm)",
+                       CUBLAS_STATUS_NOT_SUPPORTED, args);
+  }
   return {};
 }
 
@@ -320,7 +329,7 @@ GemmResult Gemm::Run(const GemmArgs& given, cudaStream_t stream) {
     }
     it = plans_.emplace(key, plan).first;
   }
-  const Plan& plan = it->second;
+  Plan& plan = it->second;
   if (args.bias != nullptr) {
     const cublasStatus_t status = SetOp(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, args.bias);
     if (status != CUBLAS_STATUS_SUCCESS) {
@@ -328,9 +337,15 @@ GemmResult Gemm::Run(const GemmArgs& given, cudaStream_t stream) {
     }
   }
   const float alpha = args.alpha, beta = args.beta;
-  const cublasStatus_t status =
-      cublasLtMatmul(handle_, plan.op, &alpha, args.b, plan.a, args.a, plan.b, &beta, args.c,
-                     plan.c, args.c, plan.c, &plan.algo, workspace_, workspace_bytes_, stream);
+  cublasStatus_t status = CUBLAS_STATUS_NOT_SUPPORTED;
+  while (!plan.algos.empty()) {
+    status = cublasLtMatmul(handle_, plan.op, &alpha, args.b, plan.a, args.a, plan.b, &beta, args.c,
+                            plan.c, args.c, plan.c, &plan.algos.front(), workspace_,
+                            workspace_bytes_, stream);
+    // A refused algorithm launched nothing: the next one may take the problem.
+    if (status != CUBLAS_STATUS_NOT_SUPPORTED && status != CUBLAS_STATUS_INVALID_VALUE) break;
+    plan.algos.erase(plan.algos.begin());
+  }
   if (status != CUBLAS_STATUS_SUCCESS) return CublasError("cublasLtMatmul", status, args);
   return {};
 }

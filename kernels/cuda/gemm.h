@@ -79,7 +79,8 @@ class Gemm {
   struct Plan {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // cuBLASLt's (column-major) A, B
-    cublasLtMatmulAlgo_t algo{};
+    // The heuristic's choices, best first; one cublasLtMatmul refuses is dropped for the next.
+    std::vector<cublasLtMatmulAlgo_t> algos;
   };
   using PlanKey = std::array<int64_t, 19>;
 
