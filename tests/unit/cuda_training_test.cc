@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -58,6 +59,13 @@ class NamedBackend final : public Backend {
   std::string name_;
 };
 
+// The ampc binary: $AMPC_BINARY where set (tools/device-check runs these tests from a bundle),
+// else the one this build made.
+std::string AmpcBinary() {
+  const char* path = std::getenv("AMPC_BINARY");
+  return path != nullptr ? path : AMPC_BINARY;
+}
+
 class CudaTrainingTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -73,7 +81,7 @@ class CudaTrainingTest : public ::testing::Test {
                             const std::string& lr = "0.001") {
     const std::string in = (dir_ / "m.onnx").string(), out = (dir_ / "m.train.onnx").string();
     std::ofstream(in, std::ios::binary) << model.SerializeAsString();
-    auto r = testing::RunProcess({AMPC_BINARY, in, "-o", out, "--train", "--loss", "loss",
+    auto r = testing::RunProcess({AmpcBinary(), in, "-o", out, "--train", "--loss", "loss",
                                   "--dtype", dtype, "--optimizer", optimizer, "--lr", lr},
                                  dir_.string());
     EXPECT_EQ(r.exit_code, 0) << r.err;
