@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/cpu/math_ops.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/elementwise.h"
@@ -33,29 +33,6 @@ bool Convertible(DType dtype) { return cuda::ElemSize(ElemOf(dtype)) != 0; }
 
 // ---- Cast, CastLike ----
 
-// Opset 1 names the target type with a string ("FLOAT"), later opsets with the enum value.
-absl::StatusOr<DType> CastTarget(const KernelInfo& info) {
-  const onnx::AttributeProto* to = info.attributes().Find("to");
-  if (to == nullptr) return absl::InvalidArgumentError("attribute 'to' is missing");
-  DType dtype = DType::kUndefined;
-  if (to->type() == onnx::AttributeProto::STRING) {
-    onnx::TensorProto::DataType parsed;
-    if (!onnx::TensorProto::DataType_Parse(absl::AsciiStrToUpper(to->s()), &parsed)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("attribute 'to' = '", to->s(), "' is unknown"));
-    }
-    dtype = static_cast<DType>(parsed);
-  } else {
-    dtype = static_cast<DType>(to->i());
-  }
-  if (absl::Status status = CheckSupported(dtype); !status.ok()) return status;
-  if (!Convertible(dtype)) {
-    return absl::UnimplementedError(
-        absl::StrCat("cast to ", DTypeName(dtype), " has no CUDA kernel"));
-  }
-  return dtype;
-}
-
 absl::Status CastTo(KernelContext& context, const Tensor& input, DType to) {
   if (input.dtype() == to) {
     context.SetOutput(0, input);  // no conversion: share the buffer
@@ -70,23 +47,14 @@ absl::Status CastTo(KernelContext& context, const Tensor& input, DType to) {
                                       input.size(), StreamOf(context)));
 }
 
-class CastKernel final : public OpKernel {
- public:
-  explicit CastKernel(DType to) : to_(to) {}
-  absl::Status Compute(KernelContext& context) override {
-    return CastTo(context, context.in(0), to_);
+// Cast; a target type outside the launchers' has no CUDA kernel (the node may run on the CPU).
+absl::StatusOr<std::unique_ptr<OpKernel>> CreateCast(const KernelInfo& info) {
+  AMPC_ASSIGN_OR_RETURN(DType to, math_ops::CastTarget(info));
+  if (!Convertible(to)) {
+    return absl::UnimplementedError(absl::StrCat("cast to ", DTypeName(to), " has no CUDA kernel"));
   }
-  static absl::StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info) {
-    if (info.opset >= 19 && info.attributes().Has("saturate")) {
-      return absl::UnimplementedError("attribute 'saturate' (opset 19) is not supported");
-    }
-    AMPC_ASSIGN_OR_RETURN(DType to, CastTarget(info));
-    return std::make_unique<CastKernel>(to);
-  }
-
- private:
-  DType to_;
-};
+  return std::make_unique<math_ops::CastKernel>(to, CastTo);
+}
 
 absl::Status CastLike(KernelContext& context) {
   return CastTo(context, context.in(0), context.in(1).dtype());
@@ -193,7 +161,7 @@ void RegisterCudaCopyKernels(KernelRegistry& r) {
   const std::vector<DType> all = {AMPC_ALL_TYPES};  // moved as bytes: any element type
   const std::vector<DType> int64 = {DType::kInt64};
   const std::string cuda = "cuda";
-  r.Register(KernelDef{"", "Cast", cuda, {{0, convertible}}, CastKernel::Create});
+  r.Register(KernelDef{"", "Cast", cuda, {{0, convertible}}, CreateCast});
   r.Register(cuda, "", "CastLike", {{0, convertible}, {1, convertible}}, CastLike);
   r.Register(cuda, "", "ConstantOfShape", {{0, int64}}, ConstantOfShape, {.host = {0}});
   r.Register(cuda, "", "Transpose", {{0, all}}, Transpose);
