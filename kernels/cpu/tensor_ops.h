@@ -68,6 +68,21 @@ inline void CopyElement(char* dst, const char* src, size_t size) {
   }
 }
 
+// Transpose's `perm` attribute for an input of `rank` dims (reversed dims when absent), checked
+// to be a permutation.
+absl::StatusOr<std::vector<int64_t>> TransposePerm(const KernelContext& context, int rank);
+
+// Expand's output shape: input 0's shape broadcast with the shape in input 1 (non-negative).
+absl::StatusOr<Shape> ExpandShape(const KernelContext& context);
+
+// ConstantOfShape's output shape (input 0, non-negative dims) and fill value (attribute 'value',
+// one element; float 0 when absent).
+struct ConstantFill {
+  Shape shape;
+  Tensor value;
+};
+absl::StatusOr<ConstantFill> ReadConstantOfShape(const KernelContext& context);
+
 // tensor_layout_kernels.cc
 absl::Status Transpose(KernelContext& context);
 absl::Status Concat(KernelContext& context);
