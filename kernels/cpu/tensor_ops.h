@@ -83,6 +83,26 @@ struct ConstantFill {
 };
 absl::StatusOr<ConstantFill> ReadConstantOfShape(const KernelContext& context);
 
+// Gather: the axis, the checked indices (negatives wrapped), the output shape, and data seen as
+// [outer, dim, chunk bytes] around the axis.
+struct GatherPlan {
+  int axis = 0;
+  std::vector<int64_t> index;
+  Shape output;
+  int64_t outer = 1, dim = 0;
+  size_t chunk = 0;
+};
+absl::StatusOr<GatherPlan> PlanGather(const KernelContext& context);
+
+// ScatterND: the reduction, the element offset in data of every index tuple (checked), and the
+// elements each tuple's update slice holds; updates checked against data and indices.
+struct ScatterNDPlan {
+  Reduction reduction = Reduction::kNone;
+  std::vector<int64_t> offsets;
+  int64_t slice = 1;
+};
+absl::StatusOr<ScatterNDPlan> PlanScatterND(const KernelContext& context);
+
 // tensor_layout_kernels.cc
 absl::Status Transpose(KernelContext& context);
 absl::Status Concat(KernelContext& context);
