@@ -79,25 +79,6 @@ inline bool PlanStrided(const std::vector<int64_t>& dims,
   return true;
 }
 
-// The NumPy (ONNX multidirectional) broadcast shape of `shapes` into `out`, as the CPU's
-// BroadcastShapes; false when they do not broadcast.
-inline bool BroadcastDims(const std::vector<std::vector<int64_t>>& shapes,
-                          std::vector<int64_t>* out) {
-  size_t rank = 0;
-  for (const std::vector<int64_t>& s : shapes) rank = s.size() > rank ? s.size() : rank;
-  out->assign(rank, 1);
-  for (const std::vector<int64_t>& s : shapes) {
-    const size_t pad = rank - s.size();
-    for (size_t i = 0; i < s.size(); ++i) {
-      int64_t& o = (*out)[pad + i];
-      if (s[i] == o || s[i] == 1) continue;
-      if (o != 1) return false;
-      o = s[i];
-    }
-  }
-  return true;
-}
-
 // NumPy (ONNX multidirectional) broadcasting of `inputs`, right-aligned, to the output shape
 // `out`. False when an input has more dims than `out` or a dim that is neither 1 nor out's, or
 // when PlanStrided fails.
