@@ -67,9 +67,9 @@ void ExpectBits(const Tensor& got, const std::vector<float>& want, const std::st
 float Widened(const Tensor& g, int64_t i) {
   switch (g.dtype()) {
     case DType::kFloat16:
-      return math::WidenHalf(g.data<Half>()[i].bits);
+      return cuda::HalfBitsToFloat(g.data<Half>()[i].bits);
     case DType::kBFloat16:
-      return math::WidenBFloat16(g.data<BFloat16>()[i].bits);
+      return cuda::BFloat16BitsToFloat(g.data<BFloat16>()[i].bits);
     default:
       return g.data<float>()[i];
   }
@@ -91,8 +91,8 @@ bool NonFiniteAt(const Tensor& g, int64_t i) {
 TEST(CudaScalerMathTest, WideningAndNonFiniteTestsMatchTheCpuOnEvery16BitPattern) {
   for (uint32_t b = 0; b <= 0xffff; ++b) {
     const uint16_t bits = static_cast<uint16_t>(b);
-    ASSERT_EQ(Bits(math::WidenHalf(bits)), Bits(HalfToFloat(bits))) << std::hex << b;
-    ASSERT_EQ(Bits(math::WidenBFloat16(bits)), Bits(BFloat16ToFloat(bits))) << std::hex << b;
+    ASSERT_EQ(Bits(cuda::HalfBitsToFloat(bits)), Bits(HalfToFloat(bits))) << std::hex << b;
+    ASSERT_EQ(Bits(cuda::BFloat16BitsToFloat(bits)), Bits(BFloat16ToFloat(bits))) << std::hex << b;
     ASSERT_EQ(math::NonFiniteHalf(bits), !std::isfinite(HalfToFloat(bits))) << std::hex << b;
     ASSERT_EQ(math::NonFiniteBFloat16(bits), !std::isfinite(BFloat16ToFloat(bits)))
         << std::hex << b;
@@ -152,7 +152,7 @@ Unscaled UnscaleWithMath(const std::vector<Tensor>& grads, float scale, float ma
     std::vector<float> u(static_cast<size_t>(g.size()));
     for (int64_t i = 0; i < g.size(); ++i) {
       u[i] = math::Unscale(Widened(g, i), inv);
-      sum = math::DAdd(sum, math::Square(u[i]));
+      sum = cuda::Add(sum, math::Square(u[i]));
     }
     r.u.push_back(std::move(u));
   }
@@ -160,7 +160,7 @@ Unscaled UnscaleWithMath(const std::vector<Tensor>& grads, float scale, float ma
   if (max_norm > 0.0f) {
     const float coef = math::ClipCoefficient(r.norm, max_norm);
     for (auto& u : r.u) {
-      for (float& x : u) x = math::Mul(x, coef);
+      for (float& x : u) x = cuda::Multiply(x, coef);
     }
   }
   return r;

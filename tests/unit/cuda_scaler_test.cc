@@ -76,9 +76,9 @@ struct HostGradient {
   float Widened(int64_t i) const {
     switch (type) {
       case ElemType::kFloat16:
-        return math::WidenHalf(Get<uint16_t>(i));
+        return cuda::HalfBitsToFloat(Get<uint16_t>(i));
       case ElemType::kBFloat16:
-        return math::WidenBFloat16(Get<uint16_t>(i));
+        return cuda::BFloat16BitsToFloat(Get<uint16_t>(i));
       case ElemType::kDouble:
         return math::ToFloat(Get<double>(i));
       default:
@@ -215,7 +215,7 @@ TEST_F(CudaScalerTest, ClipMultipliesByTheCoefficientOfTheGpuNorm) {
   for (size_t t = 0; t < grads.size(); ++t) {
     std::vector<float> want(grads[t].count);
     for (int64_t i = 0; i < grads[t].count; ++i) {
-      want[i] = math::Mul(math::Unscale(grads[t].Widened(i), inv), coef);
+      want[i] = cuda::Multiply(math::Unscale(grads[t].Widened(i), inv), coef);
     }
     ExpectBits(r.u[t], want, "gradient " + std::to_string(t));
   }
