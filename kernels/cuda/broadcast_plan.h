@@ -9,13 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#ifndef AMPC_HD
-#ifdef __CUDACC__
-#define AMPC_HD __host__ __device__
-#else
-#define AMPC_HD
-#endif
-#endif
+#include "kernels/cuda/host_device.h"
 
 namespace ampc::cuda {
 

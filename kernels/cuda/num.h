@@ -10,13 +10,7 @@
 #include <cstring>
 #include <type_traits>
 
-#ifndef AMPC_HD
-#ifdef __CUDACC__
-#define AMPC_HD __host__ __device__
-#else
-#define AMPC_HD
-#endif
-#endif
+#include "kernels/cuda/host_device.h"
 
 namespace ampc::cuda {
 
