@@ -26,6 +26,7 @@ using testing::Gradient;
 using testing::Int64s;
 using testing::kInf;
 using testing::LoadAmpcModel;
+using testing::PseudoFloats;
 using testing::SetElement;
 using testing::Step;
 
@@ -42,16 +43,6 @@ std::string Text(float value) {
   std::string text = buffer;
   if (text.find_first_of(".e") == std::string::npos) text += ".0";
   return text;
-}
-
-// n pseudo-random floats in [lo, hi) (a fixed LCG).
-std::vector<float> Values(size_t n, uint32_t seed, float lo, float hi) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = lo + (hi - lo) * static_cast<float>(seed >> 8) / static_cast<float>(1u << 24);
-  }
-  return v;
 }
 
 // Bitwise equality of a float output with the expected values, naming the first difference.
@@ -262,9 +253,9 @@ TEST(CudaScalerMathTest, SgdMatchesTheCpuKernel) {
   configs[5].momentum = 0.8f;
   configs[5].weight_decay = 1e-3f;
   configs[5].nesterov = true;
-  const std::vector<float> p = Values(kParams, 1, -1.0f, 1.0f);
-  const std::vector<float> g = Values(kParams, 2, -1.0f, 1.0f);
-  const std::vector<float> buf = Values(kParams, 3, -0.5f, 0.5f);
+  const std::vector<float> p = PseudoFloats(kParams, 1, -1.0f, 1.0f);
+  const std::vector<float> g = PseudoFloats(kParams, 2, -1.0f, 1.0f);
+  const std::vector<float> buf = PseudoFloats(kParams, 3, -0.5f, 0.5f);
   for (const math::SgdAttrs& c : configs) {
     const bool momentum = c.momentum != 0.0f;
     const std::string t = kShape;
@@ -307,10 +298,10 @@ TEST(CudaScalerMathTest, AdamMatchesTheCpuKernel) {
   configs[3].epsilon = 1e-6f;
   configs[3].weight_decay = 0.1f;
   configs[3].decoupled = true;
-  const std::vector<float> p = Values(kParams, 4, -1.0f, 1.0f);
-  const std::vector<float> g = Values(kParams, 5, -1.0f, 1.0f);
-  const std::vector<float> m = Values(kParams, 6, -0.1f, 0.1f);
-  const std::vector<float> v = Values(kParams, 7, 0.0f, 0.01f);
+  const std::vector<float> p = PseudoFloats(kParams, 4, -1.0f, 1.0f);
+  const std::vector<float> g = PseudoFloats(kParams, 5, -1.0f, 1.0f);
+  const std::vector<float> m = PseudoFloats(kParams, 6, -0.1f, 0.1f);
+  const std::vector<float> v = PseudoFloats(kParams, 7, 0.0f, 0.01f);
   const std::string t = kShape;
   for (const math::AdamAttrs& c : configs) {
     auto session = LoadAmpcModel(
