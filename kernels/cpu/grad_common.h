@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/reduce_common.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/dtype.h"
 #include "runtime/kernel.h"
@@ -46,6 +47,19 @@ inline absl::Status CheckShape(const KernelContext& context, const Tensor& t, co
   if (t.shape() == expected) return absl::OkStatus();
   return NodeError(context, absl::StrCat(name, " has shape ", ShapeString(t.shape()), ", expected ",
                                          ShapeString(expected)));
+}
+
+// SoftmaxGrad/LogSoftmaxGrad's rows: dy (input 0) and y (input 1) of one type and shape, seen
+// around attribute `axis` (opset 13 semantics: one axis, default -1).
+inline absl::StatusOr<reduce::AxisLayout> SoftmaxGradLayout(const KernelContext& context) {
+  AMPC_RETURN_IF_ERROR(CheckSameType(context, {1}, {"y"}));
+  const Tensor& y = context.in(1);
+  AMPC_RETURN_IF_ERROR(CheckShape(context, context.in(0), "dy", y.shape()));
+  const int rank = y.rank();
+  AMPC_ASSIGN_OR_RETURN(
+      const int axis,
+      reduce::NormalizeAxis(context, context.attributes().Int("axis", -1), std::max(rank, 1)));
+  return rank == 0 ? reduce::AxisLayout{} : reduce::LayoutAround(y.shape(), axis);
 }
 
 inline absl::Status Unsupported(const KernelContext& context) {

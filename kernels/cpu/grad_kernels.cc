@@ -26,15 +26,8 @@ enum class SoftmaxKind { kSoftmax, kLogSoftmax };
 template <SoftmaxKind kKind>
 absl::Status SoftmaxLikeGrad(KernelContext& context) {
   const Tensor& dy = context.in(0);
-  AMPC_RETURN_IF_ERROR(CheckSameType(context, {1}, {"y"}));
+  AMPC_ASSIGN_OR_RETURN(const reduce::AxisLayout layout, SoftmaxGradLayout(context));
   const Tensor& y = context.in(1);
-  AMPC_RETURN_IF_ERROR(CheckShape(context, dy, "dy", y.shape()));
-  const int rank = y.rank();
-  AMPC_ASSIGN_OR_RETURN(
-      const int axis,
-      reduce::NormalizeAxis(context, context.attributes().Int("axis", -1), std::max(rank, 1)));
-  const reduce::AxisLayout layout =
-      rank == 0 ? reduce::AxisLayout{} : reduce::LayoutAround(y.shape(), axis);
   AMPC_ASSIGN_OR_RETURN(Tensor * dx, context.Output(0, y.shape()));
   const bool handled = Dispatch<AMPC_FLOAT_TYPES>(y.dtype(), [&]<typename T>() {
     using C = typename Compute<T>::type;

@@ -45,9 +45,7 @@ inline absl::Status AveragePoolGrad(KernelContext& context) {
   // The forward's windows (AveragePool reads no dilations; ceil_mode as from opset 10).
   AMPC_ASSIGN_OR_RETURN(const pool::PoolPlan plan,
                         pool::MakePlan(context, x, {.dilations = false, .ceil_mode = true}));
-  Shape y_shape = {x.dim(0), x.dim(1)};
-  y_shape.insert(y_shape.end(), plan.out.begin(), plan.out.end());
-  AMPC_RETURN_IF_ERROR(CheckShape(context, dy, "dy", y_shape));
+  AMPC_RETURN_IF_ERROR(CheckShape(context, dy, "dy", pool::PooledShape(x, plan.out)));
   const bool include_pad = context.attributes().Int("count_include_pad", 0) != 0;
   AMPC_ASSIGN_OR_RETURN(Tensor * dx, context.Output(0, x.shape()));
   const bool handled = Dispatch<AMPC_FLOAT_TYPES>(x.dtype(), [&]<typename T>() {

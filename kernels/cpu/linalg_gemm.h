@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/half.h"
+#include "kernels/cpu/linalg_shapes.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/dtype.h"
 #include "runtime/kernel.h"
@@ -31,18 +32,6 @@ inline constexpr int64_t kParallelGemmWork = 32 * 32 * 32;
 inline absl::Status UnsupportedType(KernelContext& context) {
   return NodeError(context, absl::StrCat("element type ", DTypeName(context.in(0).dtype()),
                                          " is not supported"));
-}
-
-// ONNX types every tensor input alike; a model that breaks this must not be read as another type.
-inline absl::Status CheckSameTypes(KernelContext& context) {
-  for (int i = 1; i < context.num_inputs(); ++i) {
-    const Tensor* t = context.input(i);
-    if (t != nullptr && t->dtype() != context.in(0).dtype()) {
-      return NodeError(context, absl::StrCat("input ", i, " is ", DTypeName(t->dtype()),
-                                             " but input 0 is ", DTypeName(context.in(0).dtype())));
-    }
-  }
-  return absl::OkStatus();
 }
 
 // Checks that every input has input 0's type, then returns fn.template operator()<T>() for T

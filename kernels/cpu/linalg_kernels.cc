@@ -13,25 +13,21 @@
 #include "runtime/status_macros.h"
 
 namespace ampc {
-namespace {
+namespace linalg {
 
-using linalg::Acc;
-using linalg::AccInput;
-using linalg::AccOutput;
-
-absl::Status TooLarge(KernelContext& context) {
-  return NodeError(context, "a matrix dimension exceeds 2^31-1");
+absl::Status CheckSameTypes(const KernelContext& context) {
+  for (int i = 1; i < context.num_inputs(); ++i) {
+    const Tensor* t = context.input(i);
+    if (t != nullptr && t->dtype() != context.in(0).dtype()) {
+      return NodeError(context, absl::StrCat("input ", i, " is ", DTypeName(t->dtype()),
+                                             " but input 0 is ", DTypeName(context.in(0).dtype())));
+    }
+  }
+  return absl::OkStatus();
 }
 
-// MatMul's shapes after numpy's rules: 1-D operands become a row (A) or a column (B) matrix,
-// removed again from the output.
-struct MatMulShape {
-  int64_t m, k, n;
-  Shape batch_a, batch_b, batch;
-  Shape output;
-};
-
-absl::StatusOr<MatMulShape> InferMatMul(KernelContext& context, const Shape& a, const Shape& b) {
+absl::StatusOr<MatMulShape> InferMatMul(const KernelContext& context, const Shape& a,
+                                        const Shape& b) {
   if (a.empty() || b.empty()) {
     return NodeError(context, absl::StrCat("MatMul operands must have rank >= 1, got ",
                                            ShapeString(a), " and ", ShapeString(b)));
@@ -60,11 +56,54 @@ absl::StatusOr<MatMulShape> InferMatMul(KernelContext& context, const Shape& a, 
   return s;
 }
 
+absl::StatusOr<GemmShape> InferGemm(const KernelContext& context) {
+  const Attributes attributes = context.attributes();
+  GemmShape s;
+  s.trans_a = attributes.Int("transA", 0) != 0;
+  s.trans_b = attributes.Int("transB", 0) != 0;
+  const Tensor& a = context.in(0);
+  const Tensor& b = context.in(1);
+  const Tensor* c = context.input(2);
+  if (a.rank() != 2 || b.rank() != 2) {
+    return NodeError(context, absl::StrCat("A and B must be 2-D, got ", ShapeString(a.shape()),
+                                           " and ", ShapeString(b.shape())));
+  }
+  s.m = a.dim(s.trans_a ? 1 : 0);
+  s.k = a.dim(s.trans_a ? 0 : 1);
+  const int64_t kb = b.dim(s.trans_b ? 1 : 0);
+  s.n = b.dim(s.trans_b ? 0 : 1);
+  if (s.k != kb) {
+    return NodeError(context, absl::StrCat("inner dimensions differ: op(A) is [", s.m, ",", s.k,
+                                           "], op(B) is [", kb, ",", s.n, "]"));
+  }
+  if (c != nullptr) {
+    const Shape out_shape = {s.m, s.n};
+    std::optional<Shape> broadcast = BroadcastShapes(c->shape(), out_shape);
+    if (c->rank() > 2 || !broadcast.has_value() || *broadcast != out_shape) {
+      return NodeError(context, absl::StrCat("C of shape ", ShapeString(c->shape()),
+                                             " does not broadcast to [", s.m, ",", s.n, "]"));
+    }
+  }
+  return s;
+}
+
+}  // namespace linalg
+
+namespace {
+
+using linalg::Acc;
+using linalg::AccInput;
+using linalg::AccOutput;
+
+absl::Status TooLarge(KernelContext& context) {
+  return NodeError(context, "a matrix dimension exceeds 2^31-1");
+}
+
 template <typename T>
 absl::Status MatMulTyped(KernelContext& context) {
   const Tensor& a = context.in(0);
   const Tensor& b = context.in(1);
-  AMPC_ASSIGN_OR_RETURN(MatMulShape s, InferMatMul(context, a.shape(), b.shape()));
+  AMPC_ASSIGN_OR_RETURN(linalg::MatMulShape s, linalg::InferMatMul(context, a.shape(), b.shape()));
   AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, s.output));
   const int64_t batches = ElementCount(s.batch);
   if (y->size() == 0) return absl::OkStatus();
@@ -111,31 +150,15 @@ absl::Status MatMul(KernelContext& context) {
 template <typename T>
 absl::Status GemmTyped(KernelContext& context) {
   const Attributes attributes = context.attributes();
-  const bool trans_a = attributes.Int("transA", 0) != 0;
-  const bool trans_b = attributes.Int("transB", 0) != 0;
   const Acc<T> alpha = static_cast<Acc<T>>(attributes.Float("alpha", 1.0f));
   const Acc<T> beta = static_cast<Acc<T>>(attributes.Float("beta", 1.0f));
   const Tensor& a = context.in(0);
   const Tensor& b = context.in(1);
   const Tensor* c = context.input(2);
-  if (a.rank() != 2 || b.rank() != 2) {
-    return NodeError(context, absl::StrCat("A and B must be 2-D, got ", ShapeString(a.shape()),
-                                           " and ", ShapeString(b.shape())));
-  }
-  const int64_t m = a.dim(trans_a ? 1 : 0), k = a.dim(trans_a ? 0 : 1);
-  const int64_t kb = b.dim(trans_b ? 1 : 0), n = b.dim(trans_b ? 0 : 1);
-  if (k != kb) {
-    return NodeError(context, absl::StrCat("inner dimensions differ: op(A) is [", m, ",", k,
-                                           "], op(B) is [", kb, ",", n, "]"));
-  }
+  AMPC_ASSIGN_OR_RETURN(const linalg::GemmShape s, linalg::InferGemm(context));
+  const bool trans_a = s.trans_a, trans_b = s.trans_b;
+  const int64_t m = s.m, k = s.k, n = s.n;
   const Shape out_shape = {m, n};
-  if (c != nullptr) {
-    std::optional<Shape> broadcast = BroadcastShapes(c->shape(), out_shape);
-    if (c->rank() > 2 || !broadcast.has_value() || *broadcast != out_shape) {
-      return NodeError(context, absl::StrCat("C of shape ", ShapeString(c->shape()),
-                                             " does not broadcast to [", m, ",", n, "]"));
-    }
-  }
   if (!linalg::FitsBlas({m, n, k})) return TooLarge(context);
   AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, out_shape));
   if (y->size() == 0) return absl::OkStatus();

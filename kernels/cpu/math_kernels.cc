@@ -14,18 +14,16 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/math_cast.h"
+#include "kernels/cpu/math_ops.h"
 
 namespace ampc {
-namespace {
-
-absl::Status UnsupportedType(const KernelContext& context, DType dtype) {
-  return NodeError(context, absl::StrCat("element type ", DTypeName(dtype), " is not supported"));
-}
-
-// ---- Cast, CastLike ----
+namespace math_ops {
 
 // Opset 1 names the target type with a string ("FLOAT"), later opsets with the enum value.
 absl::StatusOr<DType> CastTarget(const KernelInfo& info) {
+  if (info.opset >= 19 && info.attributes().Has("saturate")) {
+    return absl::UnimplementedError("attribute 'saturate' (opset 19) is not supported");
+  }
   const onnx::AttributeProto* to = info.attributes().Find("to");
   if (to == nullptr) return absl::InvalidArgumentError("attribute 'to' is missing");
   DType dtype = DType::kUndefined;
@@ -42,6 +40,16 @@ absl::StatusOr<DType> CastTarget(const KernelInfo& info) {
   if (absl::Status status = CheckSupported(dtype); !status.ok()) return status;
   return dtype;
 }
+
+}  // namespace math_ops
+
+namespace {
+
+absl::Status UnsupportedType(const KernelContext& context, DType dtype) {
+  return NodeError(context, absl::StrCat("element type ", DTypeName(dtype), " is not supported"));
+}
+
+// ---- Cast, CastLike ----
 
 absl::Status CastTo(KernelContext& context, const Tensor& input, DType to) {
   if (input.dtype() == to) {
@@ -68,23 +76,10 @@ absl::Status CastTo(KernelContext& context, const Tensor& input, DType to) {
   return absl::OkStatus();
 }
 
-class CastKernel final : public OpKernel {
- public:
-  explicit CastKernel(DType to) : to_(to) {}
-  absl::Status Compute(KernelContext& context) override {
-    return CastTo(context, context.in(0), to_);
-  }
-  static absl::StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info) {
-    if (info.opset >= 19 && info.attributes().Has("saturate")) {
-      return absl::UnimplementedError("attribute 'saturate' (opset 19) is not supported");
-    }
-    AMPC_ASSIGN_OR_RETURN(DType to, CastTarget(info));
-    return std::make_unique<CastKernel>(to);
-  }
-
- private:
-  DType to_;
-};
+absl::StatusOr<std::unique_ptr<OpKernel>> CreateCast(const KernelInfo& info) {
+  AMPC_ASSIGN_OR_RETURN(DType to, math_ops::CastTarget(info));
+  return std::make_unique<math_ops::CastKernel>(to, CastTo);
+}
 
 absl::Status CastLike(KernelContext& context) {
   return CastTo(context, context.in(0), context.in(1).dtype());
@@ -414,7 +409,7 @@ void RegisterMathKernels(KernelRegistry& r) {
   const std::vector<DType> all = {AMPC_ALL_TYPES};
   const std::vector<DType> numeric = {AMPC_FLOAT_TYPES, AMPC_INT_TYPES};
   const std::vector<DType> floats = {AMPC_FLOAT_TYPES};
-  r.Register(KernelDef{"", "Cast", "cpu", {{0, all}}, CastKernel::Create});
+  r.Register(KernelDef{"", "Cast", "cpu", {{0, all}}, CreateCast});
   r.Register("cpu", "", "CastLike", {{0, all}, {1, all}}, CastLike);
   r.Register("cpu", "", "Where", {{0, {DType::kBool}}, {1, all}, {2, all}}, Where);
   r.Register("cpu", "Clip", numeric, Clip);

@@ -1,9 +1,12 @@
-// Helpers shared by the normalization and pooling kernels (norm_kernels.cc, norm_pool_kernels.cc).
+// Helpers shared by the normalization and pooling kernels (norm_kernels.cc, norm_pool_kernels.cc,
+// and the CUDA family's kernels/cuda/conv_family.h).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "runtime/dtype.h"
 #include "runtime/kernel.h"
 #include "runtime/kernel_registry.h"
@@ -16,6 +19,28 @@ void RegisterPoolKernels(KernelRegistry& registry);
 // Whether the node names output i (an optional output left out, or named "", is not computed).
 inline bool WantsOutput(const KernelContext& context, int i) {
   return i < context.num_outputs() && !context.info().node.output(i).empty();
+}
+
+// Batch-like inputs are N x C x D1 x ... (rank 2 or more).
+inline absl::Status CheckBatchChannels(const KernelContext& context, const Tensor& x) {
+  if (x.rank() >= 2) return absl::OkStatus();
+  return NodeError(context, absl::StrCat("input must have rank 2 or more (N x C x ...), got shape ",
+                                         ShapeString(x.shape())));
+}
+
+// BatchNormalization's training_mode (opset 14+): outputs 1 and up (the statistics) are computed
+// only in training.
+inline absl::StatusOr<bool> BatchNormTraining(const KernelContext& context) {
+  const bool training =
+      context.info().opset >= 14 && context.attributes().Int("training_mode", 0) != 0;
+  for (int i = 1; i < context.num_outputs() && !training; ++i) {
+    if (WantsOutput(context, i)) {
+      return NodeError(context, absl::StrCat("output ", i,
+                                             " (a training statistic) is only computed with "
+                                             "training_mode=1, opset 14 or later"));
+    }
+  }
+  return training;
 }
 
 // The elements of a float tensor of any float dtype, widened to C; false for another dtype.

@@ -89,13 +89,6 @@ std::pair<C, C> Moments(const T* x, int64_t n) {
   return {mean, squares / static_cast<C>(n)};
 }
 
-// Batch-like inputs are N x C x D1 x ... (rank 2 or more).
-absl::Status CheckBatchChannels(const KernelContext& context, const Tensor& x) {
-  if (x.rank() >= 2) return absl::OkStatus();
-  return NodeError(context, absl::StrCat("input must have rank 2 or more (N x C x ...), got shape ",
-                                         ShapeString(x.shape())));
-}
-
 template <typename T>
 absl::Status LayerNormTyped(KernelContext& context, int64_t axis, float epsilon) {
   using C = typename Compute<T>::type;
@@ -231,16 +224,9 @@ absl::Status BatchNormalization(KernelContext& context) {
       return NodeError(context, absl::StrCat("input ", i, " is required"));
     }
   }
+  AMPC_ASSIGN_OR_RETURN(const bool training, BatchNormTraining(context));
   const Attributes attributes = context.attributes();
   const int opset = context.info().opset;
-  const bool training = opset >= 14 && attributes.Int("training_mode", 0) != 0;
-  for (int i = 1; i < context.num_outputs() && !training; ++i) {
-    if (WantsOutput(context, i)) {
-      return NodeError(context, absl::StrCat("output ", i,
-                                             " (a training statistic) is only computed with "
-                                             "training_mode=1, opset 14 or later"));
-    }
-  }
   BatchNormShape s{x.dim(0), x.dim(1), 1, x.dim(1)};
   for (int d = 2; d < x.rank(); ++d) s.inner *= x.dim(d);
   if (opset < 9 && attributes.Int("spatial", 1) == 0) s.params = s.channels * s.inner;

@@ -44,12 +44,6 @@ using pool::PoolPlan;
 using pool::Window2D;
 using pool::WindowLists;
 
-Shape OutputShape(const Tensor& x, const Shape& spatial) {
-  Shape shape = {x.dim(0), x.dim(1)};
-  shape.insert(shape.end(), spatial.begin(), spatial.end());
-  return shape;
-}
-
 // Calls fn(plane, out index, window) for every output element, planes in parallel; `window` is a
 // Window2D or a ListWindow (count(), padded(), first(), ForEach(visit)).
 template <typename Fn>
@@ -169,10 +163,11 @@ absl::Status MaxPool(KernelContext& context) {
   AMPC_ASSIGN_OR_RETURN(PoolPlan plan, MakePlan(context, x, {opset >= 10, opset >= 10}));
   const bool column_major = context.attributes().Int("storage_order", 0) != 0;
   const bool want_indices = WantsOutput(context, 1);
-  AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, OutputShape(x, plan.out)));
+  AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, pool::PooledShape(x, plan.out)));
   int64_t* indices = nullptr;
   if (want_indices) {
-    AMPC_ASSIGN_OR_RETURN(Tensor * t, context.Output(1, OutputShape(x, plan.out), DType::kInt64));
+    AMPC_ASSIGN_OR_RETURN(Tensor * t,
+                          context.Output(1, pool::PooledShape(x, plan.out), DType::kInt64));
     indices = t->data<int64_t>();
   }
   const bool handled =
@@ -240,7 +235,7 @@ absl::Status SumPool(KernelContext& context) {
   const float p =
       kLp ? (opset >= 2 ? static_cast<float>(attributes.Int("p", 2)) : attributes.Float("p", 2.0f))
           : 1.0f;
-  AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, OutputShape(x, plan.out)));
+  AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, pool::PooledShape(x, plan.out)));
   const bool handled = Dispatch<AMPC_FLOAT_TYPES>(x.dtype(), [&]<typename T>() {
     using C = typename Compute<T>::type;
     const T* px = x.data<T>();
@@ -277,20 +272,12 @@ enum class GlobalKind { kAverage, kMax, kLp };
 template <GlobalKind kKind>
 absl::Status GlobalPool(KernelContext& context) {
   const Tensor& x = context.in(0);
-  if (x.rank() < 2) {
-    return NodeError(context, absl::StrCat("input must be N x C x ... (rank 2 or more), got ",
-                                           ShapeString(x.shape())));
-  }
-  Shape shape = x.shape();
-  int64_t inner = 1;
-  for (int d = 2; d < x.rank(); ++d) {
-    inner *= x.dim(d);
-    shape[d] = 1;
-  }
+  AMPC_ASSIGN_OR_RETURN(const pool::GlobalPoolShape global, pool::PlanGlobalPool(context, x));
+  const int64_t inner = global.inner;
   const Attributes attributes = context.attributes();
   const float p = context.info().opset >= 2 ? static_cast<float>(attributes.Int("p", 2))
                                             : attributes.Float("p", 2.0f);
-  AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, shape));
+  AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, global.output));
   const bool handled = Dispatch<AMPC_FLOAT_TYPES>(x.dtype(), [&]<typename T>() {
     using C = typename Compute<T>::type;
     const T* px = x.data<T>();

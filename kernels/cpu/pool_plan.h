@@ -40,6 +40,33 @@ struct PoolPlan {
   std::vector<int64_t> kernel, strides, pads;
 };
 
+// A pooled output's shape: x's N and C, then the `spatial` dims.
+inline Shape PooledShape(const Tensor& x, const Shape& spatial) {
+  Shape shape = {x.dim(0), x.dim(1)};
+  shape.insert(shape.end(), spatial.begin(), spatial.end());
+  return shape;
+}
+
+// A global pool's output shape (x's, spatial dims 1) and the elements of one (n, c) plane.
+struct GlobalPoolShape {
+  Shape output;
+  int64_t inner = 1;
+};
+
+inline absl::StatusOr<GlobalPoolShape> PlanGlobalPool(const KernelContext& context,
+                                                      const Tensor& x) {
+  if (x.rank() < 2) {
+    return NodeError(context, absl::StrCat("input must be N x C x ... (rank 2 or more), got ",
+                                           ShapeString(x.shape())));
+  }
+  GlobalPoolShape s{x.shape()};
+  for (int d = 2; d < x.rank(); ++d) {
+    s.inner *= x.dim(d);
+    s.output[d] = 1;
+  }
+  return s;
+}
+
 struct PoolOptions {
   bool dilations = false;  // the op has a dilations attribute (MaxPool 10+)
   bool ceil_mode = false;  // the op has ceil_mode (MaxPool, AveragePool 10+)

@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/kernel.h"
+#include "runtime/status_macros.h"
 
 namespace ampc::reduce {
 
@@ -97,6 +98,62 @@ inline absl::StatusOr<std::vector<int64_t>> ReadInts(const KernelContext& contex
         context, absl::StrCat(what, " must be int32 or int64, got ", DTypeName(tensor.dtype())));
   }
   return values;
+}
+
+// Softmax/LogSoftmax/Hardmax's rows: around attribute `axis` (default -1 from opset 13, else 1);
+// before opset 13 the input is flattened to 2-D at `axis`.
+inline absl::StatusOr<AxisLayout> SoftmaxLayout(const KernelContext& context) {
+  const Tensor& x = context.in(0);
+  const int opset = context.info().opset;
+  const int64_t axis_attribute = context.attributes().Int("axis", opset >= 13 ? -1 : 1);
+  AMPC_ASSIGN_OR_RETURN(int axis, NormalizeAxis(context, axis_attribute, x.rank()));
+  AxisLayout layout = LayoutAround(x.shape(), axis);
+  if (opset < 13) layout = {.outer = layout.outer, .n = layout.n * layout.inner, .inner = 1};
+  return layout;
+}
+
+// A reduction's axes: input 1 for ReduceSum from opset 13 (every reduction from opset 18), else
+// the attribute.
+inline absl::StatusOr<std::vector<int64_t>> ReduceAxes(const KernelContext& context) {
+  const int opset = context.info().opset;
+  const bool from_input =
+      opset >= 18 || (opset >= 13 && context.info().node.op_type() == "ReduceSum");
+  if (!from_input) return context.attributes().Ints("axes");
+  const Tensor* axes = context.input(1);
+  if (axes == nullptr) return std::vector<int64_t>{};
+  if (axes->rank() > 1) {
+    return NodeError(context,
+                     absl::StrCat("axes must be 1-D, got shape ", ShapeString(axes->shape())));
+  }
+  return ReadInts(context, *axes, "axes");
+}
+
+// The dims of input 0 a reduction reduces (all of them for empty axes), checked.
+struct ReducedDims {
+  bool noop = false;  // empty axes with noop_with_empty_axes: the output is the input
+  bool keepdims = true;
+  std::vector<bool> reduced;  // per input dim
+};
+
+inline absl::StatusOr<ReducedDims> ReadReducedDims(const KernelContext& context) {
+  const int rank = context.in(0).rank();
+  AMPC_ASSIGN_OR_RETURN(std::vector<int64_t> axes, ReduceAxes(context));
+  const Attributes attributes = context.attributes();
+  ReducedDims dims;
+  if (axes.empty() && attributes.Int("noop_with_empty_axes", 0) != 0) {
+    dims.noop = true;
+    return dims;
+  }
+  dims.reduced.assign(rank, axes.empty());
+  for (int64_t axis : axes) {
+    AMPC_ASSIGN_OR_RETURN(int d, NormalizeAxis(context, axis, rank, "axes value"));
+    if (dims.reduced[d]) {
+      return NodeError(context, absl::StrCat("axis ", axis, " is repeated in axes"));
+    }
+    dims.reduced[d] = true;
+  }
+  dims.keepdims = attributes.Int("keepdims", 1) != 0;
+  return dims;
 }
 
 // The single value of a one-element int32/int64 input (a scalar or a [1] tensor).

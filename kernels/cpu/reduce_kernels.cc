@@ -30,39 +30,17 @@ struct ReducePlan {
   std::vector<int64_t> offsets;  // reduced elements, relative to an output's first element
 };
 
-// Axes come from input 1 for ReduceSum from opset 13 (every reduction from opset 18), else from
-// the attribute.
-absl::StatusOr<std::vector<int64_t>> ReduceAxes(const KernelContext& context) {
-  const int opset = context.info().opset;
-  const bool from_input =
-      opset >= 18 || (opset >= 13 && context.info().node.op_type() == "ReduceSum");
-  if (!from_input) return context.attributes().Ints("axes");
-  const Tensor* axes = context.input(1);
-  if (axes == nullptr) return std::vector<int64_t>{};
-  if (axes->rank() > 1) {
-    return NodeError(context,
-                     absl::StrCat("axes must be 1-D, got shape ", ShapeString(axes->shape())));
-  }
-  return reduce::ReadInts(context, *axes, "axes");
-}
-
 absl::StatusOr<ReducePlan> PlanReduce(const KernelContext& context) {
   const Tensor& x = context.in(0);
   const int rank = x.rank();
-  AMPC_ASSIGN_OR_RETURN(std::vector<int64_t> axes, ReduceAxes(context));
-  const Attributes attributes = context.attributes();
+  AMPC_ASSIGN_OR_RETURN(const reduce::ReducedDims dims, reduce::ReadReducedDims(context));
   ReducePlan plan;
-  std::vector<bool> reduced(rank, axes.empty());
-  if (axes.empty() && attributes.Int("noop_with_empty_axes", 0) != 0) {
+  if (dims.noop) {
     plan.noop = true;
     return plan;
   }
-  for (int64_t axis : axes) {
-    AMPC_ASSIGN_OR_RETURN(int d, reduce::NormalizeAxis(context, axis, rank, "axes value"));
-    if (reduced[d]) return NodeError(context, absl::StrCat("axis ", axis, " is repeated in axes"));
-    reduced[d] = true;
-  }
-  const bool keepdims = attributes.Int("keepdims", 1) != 0;
+  const std::vector<bool>& reduced = dims.reduced;
+  const bool keepdims = dims.keepdims;
   std::vector<int64_t> strides(rank, 1), reduced_sizes, reduced_strides;
   for (int d = rank - 2; d >= 0; --d) strides[d] = strides[d + 1] * x.dim(d + 1);
   for (int d = 0; d < rank; ++d) {

@@ -54,11 +54,7 @@ void SoftmaxRows(const KernelContext& context, const AxisLayout& layout, const T
 template <SoftmaxKind kKind>
 absl::Status SoftmaxLike(KernelContext& context) {
   const Tensor& x = context.in(0);
-  const int opset = context.info().opset;
-  const int64_t axis_attribute = context.attributes().Int("axis", opset >= 13 ? -1 : 1);
-  AMPC_ASSIGN_OR_RETURN(int axis, NormalizeAxis(context, axis_attribute, x.rank()));
-  AxisLayout layout = LayoutAround(x.shape(), axis);
-  if (opset < 13) layout = {.outer = layout.outer, .n = layout.n * layout.inner, .inner = 1};
+  AMPC_ASSIGN_OR_RETURN(const AxisLayout layout, SoftmaxLayout(context));
   AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, x.shape()));
   const bool handled = Dispatch<AMPC_FLOAT_TYPES>(x.dtype(), [&]<typename T>() {
     SoftmaxRows<kKind, T>(context, layout, x.data<T>(), out->data<T>());

@@ -14,77 +14,19 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/scaler_ops.h"
 #include "runtime/status_macros.h"
 
 namespace ampc {
 namespace {
 
-constexpr char kDomain[] = "ai.ampc";
-
-bool IsGradientType(DType t) {
-  return t == DType::kFloat || t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kDouble;
-}
-
-// Input i of the node must have type `want` (kUndefined: any gradient type).
-absl::Status ExpectType(const KernelInfo& info, int i, DType want) {
-  if (i >= static_cast<int>(info.input_types.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("input ", i, " is missing"));
-  }
-  const DType got = info.input_types[i];
-  if (want == DType::kUndefined ? IsGradientType(got) : got == want) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("input ", i, " ('", info.node.input(i), "') is ", DTypeName(got), ", expected ",
-                   want == DType::kUndefined ? "a float type" : DTypeName(want)));
-}
-
-absl::Status ExpectTypes(const KernelInfo& info, std::initializer_list<DType> types) {
-  int i = 0;
-  for (DType type : types) AMPC_RETURN_IF_ERROR(ExpectType(info, i++, type));
-  return absl::OkStatus();
-}
-
-absl::Status ExpectArity(const KernelInfo& info, int inputs, int outputs) {
-  if (info.node.input_size() == inputs && info.node.output_size() == outputs) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat("takes ", inputs, " inputs and ", outputs,
-                                                 " outputs, not ", info.node.input_size(), " and ",
-                                                 info.node.output_size()));
-}
-
-using KernelCheck = absl::Status (*)(const KernelInfo&);
-
-// A function kernel whose node is checked once, when the session is created.
-class CheckedKernel final : public OpKernel {
- public:
-  explicit CheckedKernel(KernelFunction function) : function_(function) {}
-  absl::Status Compute(KernelContext& context) override { return function_(context); }
-
- private:
-  KernelFunction function_;
-};
-
-KernelDef Def(const char* op, KernelCheck check, KernelFunction function) {
-  return KernelDef{
-      kDomain,
-      op,
-      "cpu",
-      {},
-      [check, function](const KernelInfo& info) -> absl::StatusOr<std::unique_ptr<OpKernel>> {
-        AMPC_RETURN_IF_ERROR(check(info));
-        return std::make_unique<CheckedKernel>(function);
-      }};
-}
+using scaler_ops::ExpectParamShape;
 
 // The single element of scalar input i (its dtype was checked at creation).
 template <typename T>
 absl::StatusOr<T> Scalar(const KernelContext& context, int i) {
-  const Tensor& t = context.in(i);
-  if (t.size() != 1) {
-    return NodeError(context, absl::StrCat("input ", i, " must hold one element, not shape ",
-                                           ShapeString(t.shape())));
-  }
-  return t.data<T>()[0];
+  AMPC_RETURN_IF_ERROR(scaler_ops::ExpectScalar(context, i));
+  return context.in(i).data<T>()[0];
 }
 
 template <typename T>
@@ -118,16 +60,6 @@ bool AnyNonFinite(KernelContext& context, const Tensor& t) {
     });
   });
   return found.load();
-}
-
-absl::Status CheckCheckFinite(const KernelInfo& info) {
-  if (info.node.input_size() < 1 || info.node.output_size() != 1) {
-    return absl::InvalidArgumentError("takes one or more inputs and one output");
-  }
-  for (int i = 0; i < info.node.input_size(); ++i) {
-    AMPC_RETURN_IF_ERROR(ExpectType(info, i, DType::kUndefined));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status CheckFinite(KernelContext& context) {
@@ -167,12 +99,6 @@ ScaleState NextScaleState(ScaleState s, bool found, const Attributes& a) {
   return s;
 }
 
-absl::Status CheckUpdateScale(const KernelInfo& info) {
-  AMPC_RETURN_IF_ERROR(ExpectArity(info, 5, 3));
-  return ExpectTypes(info,
-                     {DType::kFloat, DType::kInt64, DType::kInt64, DType::kBool, DType::kBool});
-}
-
 absl::Status UpdateScale(KernelContext& context) {
   ScaleState s;
   AMPC_ASSIGN_OR_RETURN(s.scale, Scalar<float>(context, 0));
@@ -192,16 +118,6 @@ absl::Status UpdateScale(KernelContext& context) {
 }
 
 // ---- UnscaleClip ----
-
-absl::Status CheckUnscaleClip(const KernelInfo& info) {
-  const int n = info.node.input_size() - 1;
-  if (n < 1 || info.node.output_size() != n + 1) {
-    return absl::InvalidArgumentError("takes (scale, g_1..g_n) -> (u_1..u_n, norm), n >= 1");
-  }
-  AMPC_RETURN_IF_ERROR(ExpectType(info, 0, DType::kFloat));
-  for (int i = 1; i <= n; ++i) AMPC_RETURN_IF_ERROR(ExpectType(info, i, DType::kUndefined));
-  return absl::OkStatus();
-}
 
 // u = float(g) * inv; returns the sum of u^2 in double, summed per
 // fixed block and then over blocks in order, so the result does not depend on the thread count.
@@ -257,32 +173,6 @@ absl::Status UnscaleClip(KernelContext& context) {
 
 // ---- Optimizers: FP32 parameters, gradients and moments ----
 
-// Inputs `others` must have the shape of the parameter (input 3).
-absl::Status ExpectParamShape(const KernelContext& context, std::initializer_list<int> others) {
-  const Shape& shape = context.in(3).shape();
-  for (int i : others) {
-    if (context.in(i).shape() != shape) {
-      return NodeError(context,
-                       absl::StrCat("input ", i, " has shape ", ShapeString(context.in(i).shape()),
-                                    ", the parameter has ", ShapeString(shape)));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckSgd(const KernelInfo& info) {
-  const bool momentum = info.attributes().Float("momentum", 0.0f) != 0.0f;
-  absl::Status arity = ExpectArity(info, momentum ? 6 : 5, momentum ? 2 : 1);
-  if (!arity.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(momentum ? "with momentum != 0 " : "with momentum 0 ", arity.message(),
-                     " (buf and buf_out are present exactly when momentum != 0)"));
-  }
-  AMPC_RETURN_IF_ERROR(
-      ExpectTypes(info, {DType::kBool, DType::kFloat, DType::kBool, DType::kFloat, DType::kFloat}));
-  return momentum ? ExpectType(info, 5, DType::kFloat) : absl::OkStatus();
-}
-
 // torch.optim.SGD, _single_tensor_sgd (maximize=False).
 absl::Status Sgd(KernelContext& context) {
   AMPC_ASSIGN_OR_RETURN(bool skip, Scalar<bool>(context, 0));
@@ -326,12 +216,6 @@ absl::Status Sgd(KernelContext& context) {
     }
   });
   return absl::OkStatus();
-}
-
-absl::Status CheckAdam(const KernelInfo& info) {
-  AMPC_RETURN_IF_ERROR(ExpectArity(info, 7, 3));
-  return ExpectTypes(info, {DType::kBool, DType::kFloat, DType::kInt64, DType::kFloat,
-                            DType::kFloat, DType::kFloat, DType::kFloat});
 }
 
 // The Python-float scalars of torch.optim.Adam(W)'s _single_tensor_adam, rounded to float where
@@ -401,11 +285,7 @@ absl::Status Adam(KernelContext& context) {
 }  // namespace
 
 void RegisterScalerKernels(KernelRegistry& registry) {
-  registry.Register(Def("CheckFinite", CheckCheckFinite, CheckFinite));
-  registry.Register(Def("UpdateScale", CheckUpdateScale, UpdateScale));
-  registry.Register(Def("UnscaleClip", CheckUnscaleClip, UnscaleClip));
-  registry.Register(Def("SGD", CheckSgd, Sgd));
-  registry.Register(Def("Adam", CheckAdam, Adam));
+  scaler_ops::Register(registry, "cpu", {CheckFinite, UpdateScale, UnscaleClip, Sgd, Adam});
 }
 
 }  // namespace ampc

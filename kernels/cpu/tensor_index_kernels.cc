@@ -116,23 +116,31 @@ absl::Status Combine(const KernelContext& context, Reduction reduction, Tensor& 
 
 }  // namespace
 
-absl::Status Gather(KernelContext& context) {
+absl::StatusOr<GatherPlan> PlanGather(const KernelContext& context) {
   const Tensor& data = context.in(0);
   const Tensor& indices = context.in(1);
   if (data.rank() == 0) return NodeError(context, "data must not be a scalar");
-  AMPC_ASSIGN_OR_RETURN(const int axis,
+  GatherPlan plan;
+  AMPC_ASSIGN_OR_RETURN(plan.axis,
                         NormalizeAxis(context, context.attributes().Int("axis", 0), data.rank()));
-  const int64_t dim = data.dim(axis);
-  AMPC_ASSIGN_OR_RETURN(const std::vector<int64_t> index,
-                        CheckedIndices(context, indices, dim, axis));
-  Shape shape(data.shape().begin(), data.shape().begin() + axis);
-  shape.insert(shape.end(), indices.shape().begin(), indices.shape().end());
-  shape.insert(shape.end(), data.shape().begin() + axis + 1, data.shape().end());
-  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, shape, data.dtype()));
-  int64_t outer = 1;
-  for (int d = 0; d < axis; ++d) outer *= data.dim(d);
-  const size_t chunk =
-      ElementCount(std::span(data.shape()).subspan(axis + 1)) * DTypeSize(data.dtype());
+  const int axis = plan.axis;
+  plan.dim = data.dim(axis);
+  AMPC_ASSIGN_OR_RETURN(plan.index, CheckedIndices(context, indices, plan.dim, axis));
+  plan.output.assign(data.shape().begin(), data.shape().begin() + axis);
+  plan.output.insert(plan.output.end(), indices.shape().begin(), indices.shape().end());
+  plan.output.insert(plan.output.end(), data.shape().begin() + axis + 1, data.shape().end());
+  for (int d = 0; d < axis; ++d) plan.outer *= data.dim(d);
+  plan.chunk = ElementCount(std::span(data.shape()).subspan(axis + 1)) * DTypeSize(data.dtype());
+  return plan;
+}
+
+absl::Status Gather(KernelContext& context) {
+  const Tensor& data = context.in(0);
+  AMPC_ASSIGN_OR_RETURN(const GatherPlan plan, PlanGather(context));
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, plan.output, data.dtype()));
+  const std::vector<int64_t>& index = plan.index;
+  const int64_t dim = plan.dim, outer = plan.outer;
+  const size_t chunk = plan.chunk;
   const int64_t n = static_cast<int64_t>(index.size());
   char* y = static_cast<char*>(out->raw());
   const char* x = static_cast<const char*>(data.raw());
@@ -240,14 +248,14 @@ absl::Status GatherND(KernelContext& context) {
   return absl::OkStatus();
 }
 
-absl::Status ScatterND(KernelContext& context) {
+absl::StatusOr<ScatterNDPlan> PlanScatterND(const KernelContext& context) {
   const Tensor& data = context.in(0);
   const Tensor& indices = context.in(1);
   const Tensor& updates = context.in(2);
   if (indices.rank() < 1) return NodeError(context, "indices must have rank >= 1");
-  AMPC_ASSIGN_OR_RETURN(const Reduction reduction, ReductionOf(context));
-  AMPC_ASSIGN_OR_RETURN(const std::vector<int64_t> offsets,
-                        TupleOffsets(context, data.shape(), indices, 0));
+  ScatterNDPlan plan;
+  AMPC_ASSIGN_OR_RETURN(plan.reduction, ReductionOf(context));
+  AMPC_ASSIGN_OR_RETURN(plan.offsets, TupleOffsets(context, data.shape(), indices, 0));
   const int64_t k = indices.dim(indices.rank() - 1);
   Shape expected(indices.shape().begin(), indices.shape().end() - 1);
   expected.insert(expected.end(), data.shape().begin() + k, data.shape().end());
@@ -255,9 +263,19 @@ absl::Status ScatterND(KernelContext& context) {
     return NodeError(context, absl::StrCat("updates ", updates.TypeString(), ", expected shape ",
                                            ShapeString(expected)));
   }
+  plan.slice = ElementCount(std::span(data.shape()).subspan(k));
+  return plan;
+}
+
+absl::Status ScatterND(KernelContext& context) {
+  const Tensor& data = context.in(0);
+  const Tensor& updates = context.in(2);
+  AMPC_ASSIGN_OR_RETURN(const ScatterNDPlan plan, PlanScatterND(context));
+  const Reduction reduction = plan.reduction;
+  const std::vector<int64_t>& offsets = plan.offsets;
+  const int64_t slice = plan.slice;
   AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, data.shape(), data.dtype()));
   std::memcpy(out->raw(), data.raw(), data.bytes());
-  const int64_t slice = ElementCount(std::span(data.shape()).subspan(k));
   for (size_t t = 0; t < offsets.size(); ++t) {
     AMPC_RETURN_IF_ERROR(Combine(context, reduction, *out, offsets[t], updates,
                                  static_cast<int64_t>(t) * slice, slice));

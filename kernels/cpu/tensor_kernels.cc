@@ -86,6 +86,22 @@ void MappedCopy(KernelContext& context, const void* in, void* out, const Shape& 
                    });
 }
 
+absl::StatusOr<ConstantFill> ReadConstantOfShape(const KernelContext& context) {
+  AMPC_ASSIGN_OR_RETURN(Shape shape, ReadInts(context, context.in(0), "shape"));
+  for (int64_t d : shape) {
+    if (d < 0)
+      return NodeError(context, absl::StrCat("shape ", ShapeString(shape), " is negative"));
+  }
+  Tensor value = Tensor::Host(DType::kFloat, {1});  // default: float 0
+  if (const onnx::AttributeProto* attribute = context.attributes().Find("value")) {
+    absl::StatusOr<Tensor> parsed = TensorFromProto(attribute->t());
+    if (!parsed.ok()) return NodeError(context, parsed.status().message());
+    if (parsed->size() != 1) return NodeError(context, "value must hold one element");
+    value = *std::move(parsed);
+  }
+  return ConstantFill{std::move(shape), std::move(value)};
+}
+
 }  // namespace tensor_ops
 
 namespace {
@@ -225,19 +241,9 @@ absl::Status Size(KernelContext& context) {
 }
 
 absl::Status ConstantOfShape(KernelContext& context) {
-  AMPC_ASSIGN_OR_RETURN(Shape shape, ReadInts(context, context.in(0), "shape"));
-  for (int64_t d : shape) {
-    if (d < 0)
-      return NodeError(context, absl::StrCat("shape ", ShapeString(shape), " is negative"));
-  }
-  Tensor value = Tensor::Host(DType::kFloat, {1});  // default: float 0
-  if (const onnx::AttributeProto* attribute = context.attributes().Find("value")) {
-    absl::StatusOr<Tensor> parsed = TensorFromProto(attribute->t());
-    if (!parsed.ok()) return NodeError(context, parsed.status().message());
-    if (parsed->size() != 1) return NodeError(context, "value must hold one element");
-    value = *std::move(parsed);
-  }
-  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, std::move(shape), value.dtype()));
+  AMPC_ASSIGN_OR_RETURN(tensor_ops::ConstantFill fill, tensor_ops::ReadConstantOfShape(context));
+  const Tensor& value = fill.value;
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, std::move(fill.shape), value.dtype()));
   const size_t es = DTypeSize(value.dtype());
   char* y = static_cast<char*>(out->raw());
   for (int64_t i = 0; i < out->size(); ++i) {

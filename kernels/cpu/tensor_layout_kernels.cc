@@ -37,9 +37,7 @@ void PermutedCopy(KernelContext& context, const Tensor& input, const Shape& view
 
 }  // namespace
 
-absl::Status Transpose(KernelContext& context) {
-  const Tensor& input = context.in(0);
-  const int rank = input.rank();
+absl::StatusOr<std::vector<int64_t>> TransposePerm(const KernelContext& context, int rank) {
   std::vector<int64_t> perm = context.attributes().Ints("perm");
   if (perm.empty()) {
     for (int d = rank - 1; d >= 0; --d) perm.push_back(d);
@@ -54,6 +52,12 @@ absl::Status Transpose(KernelContext& context) {
     return NodeError(context, absl::StrCat("perm [", absl::StrJoin(perm, ","),
                                            "] is not a permutation of ", rank, " axes"));
   }
+  return perm;
+}
+
+absl::Status Transpose(KernelContext& context) {
+  const Tensor& input = context.in(0);
+  AMPC_ASSIGN_OR_RETURN(const std::vector<int64_t> perm, TransposePerm(context, input.rank()));
   Shape shape;
   for (int64_t p : perm) shape.push_back(input.dim(static_cast<int>(p)));
   AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, shape, input.dtype()));
@@ -228,16 +232,21 @@ absl::Status RepeatCopy(KernelContext& context, const Tensor& input, const Shape
 
 }  // namespace
 
-absl::Status Expand(KernelContext& context) {
-  const Tensor& input = context.in(0);
+absl::StatusOr<Shape> ExpandShape(const KernelContext& context) {
+  const Shape& input = context.in(0).shape();
   AMPC_ASSIGN_OR_RETURN(const Shape target, ReadInts(context, context.in(1), "shape"));
-  std::optional<Shape> shape = BroadcastShapes(input.shape(), target);
+  std::optional<Shape> shape = BroadcastShapes(input, target);
   const bool negative = std::any_of(target.begin(), target.end(), [](int64_t d) { return d < 0; });
   if (!shape.has_value() || negative) {
-    return NodeError(context, absl::StrCat("cannot expand ", ShapeString(input.shape()), " to ",
-                                           ShapeString(target)));
+    return NodeError(
+        context, absl::StrCat("cannot expand ", ShapeString(input), " to ", ShapeString(target)));
   }
-  return RepeatCopy(context, input, *shape);
+  return *std::move(shape);
+}
+
+absl::Status Expand(KernelContext& context) {
+  AMPC_ASSIGN_OR_RETURN(const Shape shape, ExpandShape(context));
+  return RepeatCopy(context, context.in(0), shape);
 }
 
 absl::Status Tile(KernelContext& context) {

@@ -68,6 +68,41 @@ inline void CopyElement(char* dst, const char* src, size_t size) {
   }
 }
 
+// Transpose's `perm` attribute for an input of `rank` dims (reversed dims when absent), checked
+// to be a permutation.
+absl::StatusOr<std::vector<int64_t>> TransposePerm(const KernelContext& context, int rank);
+
+// Expand's output shape: input 0's shape broadcast with the shape in input 1 (non-negative).
+absl::StatusOr<Shape> ExpandShape(const KernelContext& context);
+
+// ConstantOfShape's output shape (input 0, non-negative dims) and fill value (attribute 'value',
+// one element; float 0 when absent).
+struct ConstantFill {
+  Shape shape;
+  Tensor value;
+};
+absl::StatusOr<ConstantFill> ReadConstantOfShape(const KernelContext& context);
+
+// Gather: the axis, the checked indices (negatives wrapped), the output shape, and data seen as
+// [outer, dim, chunk bytes] around the axis.
+struct GatherPlan {
+  int axis = 0;
+  std::vector<int64_t> index;
+  Shape output;
+  int64_t outer = 1, dim = 0;
+  size_t chunk = 0;
+};
+absl::StatusOr<GatherPlan> PlanGather(const KernelContext& context);
+
+// ScatterND: the reduction, the element offset in data of every index tuple (checked), and the
+// elements each tuple's update slice holds; updates checked against data and indices.
+struct ScatterNDPlan {
+  Reduction reduction = Reduction::kNone;
+  std::vector<int64_t> offsets;
+  int64_t slice = 1;
+};
+absl::StatusOr<ScatterNDPlan> PlanScatterND(const KernelContext& context);
+
 // tensor_layout_kernels.cc
 absl::Status Transpose(KernelContext& context);
 absl::Status Concat(KernelContext& context);

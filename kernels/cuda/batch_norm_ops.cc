@@ -85,21 +85,10 @@ absl::Status BatchStatistics(KernelContext& context, const ChannelLayout& layout
 
 absl::Status BatchNormalization(KernelContext& context) {
   const Tensor& x = context.in(0);
-  if (x.rank() < 2) {
-    return NodeError(context, absl::StrCat("input must have rank 2 or more (N x C x ...), got "
-                                           "shape ",
-                                           ShapeString(x.shape())));
-  }
+  AMPC_RETURN_IF_ERROR(CheckBatchChannels(context, x));
+  AMPC_ASSIGN_OR_RETURN(const bool training, BatchNormTraining(context));
   const Attributes attributes = context.attributes();
   const int opset = context.info().opset;
-  const bool training = opset >= 14 && attributes.Int("training_mode", 0) != 0;
-  for (int i = 1; i < context.num_outputs() && !training; ++i) {
-    if (WantsOutput(context, i)) {
-      return NodeError(context, absl::StrCat("output ", i,
-                                             " (a training statistic) is only computed with "
-                                             "training_mode=1, opset 14 or later"));
-    }
-  }
   const ChannelLayout layout = LayoutOf(x);
   const bool per_element = opset < 9 && attributes.Int("spatial", 1) == 0;
   const int64_t params = per_element ? layout.channels * layout.inner : layout.channels;

@@ -9,13 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#ifndef AMPC_HD
-#ifdef __CUDACC__
-#define AMPC_HD __host__ __device__
-#else
-#define AMPC_HD
-#endif
-#endif
+#include "kernels/cuda/host_device.h"
 
 namespace ampc::cuda {
 
@@ -75,25 +69,6 @@ inline bool PlanStrided(const std::vector<int64_t>& dims,
     const int d = plan->rank - 1 - j;
     plan->dims[d] = kept_dims[j];
     for (int k = 0; k < inputs; ++k) plan->strides[k][d] = kept_strides[k][j];
-  }
-  return true;
-}
-
-// The NumPy (ONNX multidirectional) broadcast shape of `shapes` into `out`, as the CPU's
-// BroadcastShapes; false when they do not broadcast.
-inline bool BroadcastDims(const std::vector<std::vector<int64_t>>& shapes,
-                          std::vector<int64_t>* out) {
-  size_t rank = 0;
-  for (const std::vector<int64_t>& s : shapes) rank = s.size() > rank ? s.size() : rank;
-  out->assign(rank, 1);
-  for (const std::vector<int64_t>& s : shapes) {
-    const size_t pad = rank - s.size();
-    for (size_t i = 0; i < s.size(); ++i) {
-      int64_t& o = (*out)[pad + i];
-      if (s[i] == o || s[i] == 1) continue;
-      if (o != 1) return false;
-      o = s[i];
-    }
   }
   return true;
 }

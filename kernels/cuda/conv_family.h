@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/norm_common.h"  // WantsOutput, the CPU family's checks
 #include "runtime/dtype.h"
 #include "runtime/kernel.h"
 #include "runtime/kernel_registry.h"
@@ -22,11 +23,6 @@ inline std::vector<DType> CnnFloatTypes() {
 inline absl::Status Labeled(const KernelContext& context, const absl::Status& status) {
   if (status.ok()) return status;
   return absl::Status(status.code(), absl::StrCat(context.info().label(), ": ", status.message()));
-}
-
-// Whether the node names output i (an omitted optional output is not computed).
-inline bool WantsOutput(const KernelContext& context, int i) {
-  return i < context.num_outputs() && !context.info().node.output(i).empty();
 }
 
 void RegisterCudaPoolKernels(KernelRegistry& registry);

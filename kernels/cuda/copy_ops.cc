@@ -1,24 +1,21 @@
 // The CUDA kernels that convert or move elements: Cast, CastLike, ConstantOfShape, Transpose and
 // Expand, from KernelContext to the launchers of kernels/cuda/cast.h and elementwise.h. Checks
-// and messages follow the CPU kernels (kernels/cpu/math_kernels.cc, tensor_kernels.cc,
-// tensor_layout_kernels.cc). Shapes (ConstantOfShape's input, Expand's) are host inputs.
-#include <onnx/onnx_pb.h>
-
+// and messages are the CPU kernels' own (kernels/cpu/math_ops.h, tensor_ops.h). Shapes
+// (ConstantOfShape's input, Expand's) are host inputs.
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "kernels/cpu/math_ops.h"
+#include "kernels/cpu/tensor_ops.h"
 #include "kernels/cuda/cast.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/op_support.h"
 #include "runtime/status_macros.h"
-#include "runtime/tensor_proto.h"
 
 namespace ampc {
 namespace {
@@ -32,29 +29,6 @@ using cuda::StreamOf;
 bool Convertible(DType dtype) { return cuda::ElemSize(ElemOf(dtype)) != 0; }
 
 // ---- Cast, CastLike ----
-
-// Opset 1 names the target type with a string ("FLOAT"), later opsets with the enum value.
-absl::StatusOr<DType> CastTarget(const KernelInfo& info) {
-  const onnx::AttributeProto* to = info.attributes().Find("to");
-  if (to == nullptr) return absl::InvalidArgumentError("attribute 'to' is missing");
-  DType dtype = DType::kUndefined;
-  if (to->type() == onnx::AttributeProto::STRING) {
-    onnx::TensorProto::DataType parsed;
-    if (!onnx::TensorProto::DataType_Parse(absl::AsciiStrToUpper(to->s()), &parsed)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("attribute 'to' = '", to->s(), "' is unknown"));
-    }
-    dtype = static_cast<DType>(parsed);
-  } else {
-    dtype = static_cast<DType>(to->i());
-  }
-  if (absl::Status status = CheckSupported(dtype); !status.ok()) return status;
-  if (!Convertible(dtype)) {
-    return absl::UnimplementedError(
-        absl::StrCat("cast to ", DTypeName(dtype), " has no CUDA kernel"));
-  }
-  return dtype;
-}
 
 absl::Status CastTo(KernelContext& context, const Tensor& input, DType to) {
   if (input.dtype() == to) {
@@ -70,40 +44,20 @@ absl::Status CastTo(KernelContext& context, const Tensor& input, DType to) {
                                       input.size(), StreamOf(context)));
 }
 
-class CastKernel final : public OpKernel {
- public:
-  explicit CastKernel(DType to) : to_(to) {}
-  absl::Status Compute(KernelContext& context) override {
-    return CastTo(context, context.in(0), to_);
+// Cast; a target type outside the launchers' has no CUDA kernel (the node may run on the CPU).
+absl::StatusOr<std::unique_ptr<OpKernel>> CreateCast(const KernelInfo& info) {
+  AMPC_ASSIGN_OR_RETURN(DType to, math_ops::CastTarget(info));
+  if (!Convertible(to)) {
+    return absl::UnimplementedError(absl::StrCat("cast to ", DTypeName(to), " has no CUDA kernel"));
   }
-  static absl::StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info) {
-    if (info.opset >= 19 && info.attributes().Has("saturate")) {
-      return absl::UnimplementedError("attribute 'saturate' (opset 19) is not supported");
-    }
-    AMPC_ASSIGN_OR_RETURN(DType to, CastTarget(info));
-    return std::make_unique<CastKernel>(to);
-  }
-
- private:
-  DType to_;
-};
+  return std::make_unique<math_ops::CastKernel>(to, CastTo);
+}
 
 absl::Status CastLike(KernelContext& context) {
   return CastTo(context, context.in(0), context.in(1).dtype());
 }
 
 // ---- ConstantOfShape, Transpose, Expand ----
-
-// A host int64 tensor's values (ConstantOfShape's and Expand's shapes).
-absl::StatusOr<std::vector<int64_t>> HostInts(const KernelContext& context, const Tensor& tensor,
-                                              const char* what) {
-  if (tensor.dtype() != DType::kInt64) {
-    return NodeError(context,
-                     absl::StrCat(what, " must be int64, got ", DTypeName(tensor.dtype())));
-  }
-  const int64_t* data = tensor.data<int64_t>();
-  return std::vector<int64_t>(data, data + tensor.size());
-}
 
 absl::Status StridedCopy(KernelContext& context, const Tensor& input, Tensor& out,
                          const IndexPlan& plan) {
@@ -112,44 +66,20 @@ absl::Status StridedCopy(KernelContext& context, const Tensor& input, Tensor& ou
 }
 
 absl::Status ConstantOfShape(KernelContext& context) {
-  AMPC_ASSIGN_OR_RETURN(Shape shape, HostInts(context, context.in(0), "shape"));
-  for (int64_t d : shape) {
-    if (d < 0)
-      return NodeError(context, absl::StrCat("shape ", ShapeString(shape), " is negative"));
-  }
-  Tensor value = Tensor::Host(DType::kFloat, {1});  // default: float 0
-  if (const onnx::AttributeProto* attribute = context.attributes().Find("value")) {
-    absl::StatusOr<Tensor> parsed = TensorFromProto(attribute->t());
-    if (!parsed.ok()) return NodeError(context, parsed.status().message());
-    if (parsed->size() != 1) return NodeError(context, "value must hold one element");
-    value = *std::move(parsed);
-  }
+  AMPC_ASSIGN_OR_RETURN(tensor_ops::ConstantFill fill, tensor_ops::ReadConstantOfShape(context));
+  const Tensor& value = fill.value;
   const size_t size = DTypeSize(value.dtype());
   uint64_t bits = 0;  // the element's bytes, little-endian
   std::memcpy(&bits, value.raw(), size);
-  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, std::move(shape), value.dtype()));
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, std::move(fill.shape), value.dtype()));
   return Launched(context, cuda::Fill(out->raw(), out->size(), size, bits, StreamOf(context)));
 }
 
 absl::Status Transpose(KernelContext& context) {
   const Tensor& input = context.in(0);
   const int rank = input.rank();
-  std::vector<int64_t> perm = context.attributes().Ints("perm");
-  if (perm.empty()) {
-    for (int d = rank - 1; d >= 0; --d) perm.push_back(d);
-  }
-  std::vector<bool> seen(rank, false);
-  bool valid = static_cast<int>(perm.size()) == rank;
-  for (int64_t p : perm) {
-    valid = valid && p >= 0 && p < rank && !seen[p];
-    if (valid) seen[p] = true;
-  }
-  if (!valid) {
-    return NodeError(context, absl::StrCat("perm [", absl::StrJoin(perm, ","),
-                                           "] is not a permutation of ", rank, " axes"));
-  }
-  std::vector<int64_t> in_strides(rank, 1);
-  for (int d = rank - 2; d >= 0; --d) in_strides[d] = in_strides[d + 1] * input.dim(d + 1);
+  AMPC_ASSIGN_OR_RETURN(const std::vector<int64_t> perm, tensor_ops::TransposePerm(context, rank));
+  const std::vector<int64_t> in_strides = tensor_ops::Strides(input.shape());
   Shape shape;
   std::vector<int64_t> strides;
   for (int64_t p : perm) {
@@ -167,14 +97,7 @@ absl::Status Transpose(KernelContext& context) {
 
 absl::Status Expand(KernelContext& context) {
   const Tensor& input = context.in(0);
-  AMPC_ASSIGN_OR_RETURN(const Shape target, HostInts(context, context.in(1), "shape"));
-  Shape shape;
-  bool valid = cuda::BroadcastDims({input.shape(), target}, &shape);
-  for (int64_t d : target) valid = valid && d >= 0;
-  if (!valid) {
-    return NodeError(context, absl::StrCat("cannot expand ", ShapeString(input.shape()), " to ",
-                                           ShapeString(target)));
-  }
+  AMPC_ASSIGN_OR_RETURN(const Shape shape, tensor_ops::ExpandShape(context));
   IndexPlan plan;
   if (!cuda::PlanBroadcast(shape, {input.shape()}, &plan)) {
     return NodeError(context, absl::StrCat("expanding to ", ShapeString(shape), " needs more than ",
@@ -193,7 +116,7 @@ void RegisterCudaCopyKernels(KernelRegistry& r) {
   const std::vector<DType> all = {AMPC_ALL_TYPES};  // moved as bytes: any element type
   const std::vector<DType> int64 = {DType::kInt64};
   const std::string cuda = "cuda";
-  r.Register(KernelDef{"", "Cast", cuda, {{0, convertible}}, CastKernel::Create});
+  r.Register(KernelDef{"", "Cast", cuda, {{0, convertible}}, CreateCast});
   r.Register(cuda, "", "CastLike", {{0, convertible}, {1, convertible}}, CastLike);
   r.Register(cuda, "", "ConstantOfShape", {{0, int64}}, ConstantOfShape, {.host = {0}});
   r.Register(cuda, "", "Transpose", {{0, all}}, Transpose);

@@ -20,64 +20,6 @@
 
 namespace ampc::cuda {
 
-// IEEE-exact float arithmetic whatever nvcc's -prec-div/-prec-sqrt/-fmad flags say.
-AMPC_HD inline float Divide(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-AMPC_HD inline double Divide(double a, double b) {
-#ifdef __CUDA_ARCH__
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-AMPC_HD inline float Add(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-AMPC_HD inline double Add(double a, double b) {
-#ifdef __CUDA_ARCH__
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-AMPC_HD inline float Subtract(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-AMPC_HD inline double Subtract(double a, double b) {
-#ifdef __CUDA_ARCH__
-  return __dsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-AMPC_HD inline float Multiply(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-AMPC_HD inline double Multiply(double a, double b) {
-#ifdef __CUDA_ARCH__
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
 // Integer arithmetic wraps, as numpy's does: computed in an unsigned type at least as wide as
 // `unsigned` (the CPU kernels' Wrapping).
 template <typename C>

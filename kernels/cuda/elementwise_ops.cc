@@ -2,10 +2,12 @@
 // to the launchers of kernels/cuda/elementwise.h. Checks and messages follow the CPU kernels
 // (kernels/cpu/elementwise_kernels.cc, math_kernels.cc); data-movement ops are in copy_ops.cc.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/broadcast.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/op_support.h"
@@ -26,12 +28,16 @@ DType DTypeOf(cuda::ElemType type) { return static_cast<DType>(type); }
 // The broadcast output shape and plan of `shapes`, or the node's error.
 absl::Status PlanShapes(const KernelContext& context, const std::vector<Shape>& shapes, Shape* out,
                         IndexPlan* plan) {
-  if (!cuda::BroadcastDims(shapes, out)) {
+  std::vector<const Shape*> pointers;
+  for (const Shape& s : shapes) pointers.push_back(&s);
+  std::optional<Shape> broadcast = BroadcastShapes(pointers);
+  if (!broadcast.has_value()) {
     std::string list;
     for (const Shape& s : shapes)
       absl::StrAppend(&list, list.empty() ? "" : " and ", ShapeString(s));
     return NodeError(context, absl::StrCat("shapes ", list, " do not broadcast"));
   }
+  *out = *std::move(broadcast);
   if (!cuda::PlanBroadcast(*out, shapes, plan)) {
     return NodeError(context, absl::StrCat("output ", ShapeString(*out), " needs more than ",
                                            cuda::kMaxDims, " dims after merging"));

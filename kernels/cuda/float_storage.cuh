@@ -1,6 +1,6 @@
-// Device-side access to the float storage types (float, FP16, BF16) for the CNN family's kernels
-// (pool.cu, norm.cu, conv_support.cu): loads widen to float exactly, stores round to nearest even
-// once, as kernels/cpu/half.h does on the host. Include from .cu files only.
+// Device-side access to the float storage types (float, FP16, BF16; double for the reduce family)
+// for the CNN and reduce families' kernels: loads widen to float exactly, stores round to nearest
+// even once, as kernels/cpu/half.h does on the host. Include from .cu files only.
 #ifndef AMPC_KERNELS_CUDA_FLOAT_STORAGE_CUH_
 #define AMPC_KERNELS_CUDA_FLOAT_STORAGE_CUH_
 
@@ -12,25 +12,36 @@
 
 namespace ampc::cuda {
 
+// FloatStorage<T>: C is the type storage type T computes in; Load widens exactly, Store rounds
+// once (the hardware's round to nearest even for FP16/BF16, a plain conversion otherwise).
 template <typename T>
-struct FloatStorage;
-
-template <>
-struct FloatStorage<float> {
-  __device__ static float Load(float v) { return v; }
-  __device__ static float Store(float v) { return v; }
+struct FloatStorage {
+  using C = T;
+  __device__ static T Load(T v) { return v; }
+  template <typename V>
+  __device__ static T Store(V v) {
+    return static_cast<T>(v);
+  }
 };
 
 template <>
 struct FloatStorage<__half> {
+  using C = float;
   __device__ static float Load(__half v) { return __half2float(v); }
-  __device__ static __half Store(float v) { return __float2half_rn(v); }
+  template <typename V>
+  __device__ static __half Store(V v) {
+    return __float2half_rn(static_cast<float>(v));
+  }
 };
 
 template <>
 struct FloatStorage<__nv_bfloat16> {
+  using C = float;
   __device__ static float Load(__nv_bfloat16 v) { return __bfloat162float(v); }
-  __device__ static __nv_bfloat16 Store(float v) { return __float2bfloat16_rn(v); }
+  template <typename V>
+  __device__ static __nv_bfloat16 Store(V v) {
+    return __float2bfloat16_rn(static_cast<float>(v));
+  }
 };
 
 template <typename T>

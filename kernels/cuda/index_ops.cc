@@ -29,27 +29,14 @@ absl::StatusOr<Tensor> Upload(KernelContext& context, const std::vector<int64_t>
 
 absl::Status Gather(KernelContext& context) {
   const Tensor& data = context.in(0);
-  const Tensor& indices = context.in(1);
-  if (data.rank() == 0) return NodeError(context, "data must not be a scalar");
-  AMPC_ASSIGN_OR_RETURN(
-      const int axis,
-      tensor_ops::NormalizeAxis(context, context.attributes().Int("axis", 0), data.rank()));
-  const int64_t dim = data.dim(axis);
-  AMPC_ASSIGN_OR_RETURN(const std::vector<int64_t> index,
-                        tensor_ops::CheckedIndices(context, indices, dim, axis));
-  Shape shape(data.shape().begin(), data.shape().begin() + axis);
-  shape.insert(shape.end(), indices.shape().begin(), indices.shape().end());
-  shape.insert(shape.end(), data.shape().begin() + axis + 1, data.shape().end());
-  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, shape, data.dtype()));
-  int64_t outer = 1;
-  for (int d = 0; d < axis; ++d) outer *= data.dim(d);
-  const size_t row =
-      ElementCount(std::span(data.shape()).subspan(axis + 1)) * DTypeSize(data.dtype());
+  AMPC_ASSIGN_OR_RETURN(const tensor_ops::GatherPlan plan, tensor_ops::PlanGather(context));
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, plan.output, data.dtype()));
   if (out->size() == 0) return absl::OkStatus();
-  AMPC_ASSIGN_OR_RETURN(Tensor device_index, Upload(context, index));
-  return Launched(context,
-                  cuda::Gather(data.raw(), out->raw(), device_index.data<int64_t>(), outer, dim,
-                               static_cast<int64_t>(index.size()), row, StreamOf(context)));
+  AMPC_ASSIGN_OR_RETURN(Tensor device_index, Upload(context, plan.index));
+  return Launched(
+      context,
+      cuda::Gather(data.raw(), out->raw(), device_index.data<int64_t>(), plan.outer, plan.dim,
+                   static_cast<int64_t>(plan.index.size()), plan.chunk, StreamOf(context)));
 }
 
 // Destinations of ScatterND's tuples in first-use order, each with its tuples in ONNX's order.
@@ -76,19 +63,9 @@ ScatterGroups GroupByDestination(const std::vector<int64_t>& offsets) {
 
 absl::Status ScatterND(KernelContext& context) {
   const Tensor& data = context.in(0);
-  const Tensor& indices = context.in(1);
   const Tensor& updates = context.in(2);
-  if (indices.rank() < 1) return NodeError(context, "indices must have rank >= 1");
-  AMPC_ASSIGN_OR_RETURN(const tensor_ops::Reduction reduction, tensor_ops::ReductionOf(context));
-  AMPC_ASSIGN_OR_RETURN(const std::vector<int64_t> offsets,
-                        tensor_ops::TupleOffsets(context, data.shape(), indices, 0));
-  const int64_t k = indices.dim(indices.rank() - 1);
-  Shape expected(indices.shape().begin(), indices.shape().end() - 1);
-  expected.insert(expected.end(), data.shape().begin() + k, data.shape().end());
-  if (updates.shape() != expected || updates.dtype() != data.dtype()) {
-    return NodeError(context, absl::StrCat("updates ", updates.TypeString(), ", expected shape ",
-                                           ShapeString(expected)));
-  }
+  AMPC_ASSIGN_OR_RETURN(const tensor_ops::ScatterNDPlan plan, tensor_ops::PlanScatterND(context));
+  const std::vector<int64_t>& offsets = plan.offsets;
   AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, data.shape(), data.dtype()));
   AMPC_RETURN_IF_ERROR(
       Launched(context, cudaMemcpyAsync(out->raw(), data.raw(), data.bytes(),
@@ -98,12 +75,11 @@ absl::Status ScatterND(KernelContext& context) {
   AMPC_ASSIGN_OR_RETURN(Tensor dest, Upload(context, groups.dest));
   AMPC_ASSIGN_OR_RETURN(Tensor start, Upload(context, groups.start));
   AMPC_ASSIGN_OR_RETURN(Tensor order, Upload(context, groups.order));
-  const int64_t slice = ElementCount(std::span(data.shape()).subspan(k));
-  const auto cuda_reduction = static_cast<cuda::ScatterReduction>(reduction);
+  const auto cuda_reduction = static_cast<cuda::ScatterReduction>(plan.reduction);
   const cudaError_t error =
       cuda::ScatterSlices(ElemOf(data.dtype()), cuda_reduction, out->raw(), updates.raw(),
                           dest.data<int64_t>(), start.data<int64_t>(), order.data<int64_t>(),
-                          static_cast<int64_t>(groups.dest.size()), slice, StreamOf(context));
+                          static_cast<int64_t>(groups.dest.size()), plan.slice, StreamOf(context));
   if (error == cudaErrorInvalidValue) {
     return NodeError(context, absl::StrCat("no CUDA kernel for ", DTypeName(data.dtype())));
   }

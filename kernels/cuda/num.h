@@ -1,6 +1,7 @@
 // Storage and compute types of the CUDA elementwise kernels: FP16/BF16 storage structs with the
 // bit-level conversions of kernels/cpu/half.h (round to nearest even, NaN payloads kept), and
-// Num<T>, runtime/dtype.h's Compute<T>: FP16/BF16 load exactly to float and store rounded once.
+// Num<T>, runtime/dtype.h's Compute<T>: FP16/BF16 load exactly to float and store rounded once;
+// and float/double arithmetic rounded once per operation on the device as on the host.
 // __host__ __device__ so host tests check them against half.h. Plain C++17, no CUDA headers.
 #ifndef AMPC_KERNELS_CUDA_NUM_H_
 #define AMPC_KERNELS_CUDA_NUM_H_
@@ -9,13 +10,7 @@
 #include <cstring>
 #include <type_traits>
 
-#ifndef AMPC_HD
-#ifdef __CUDACC__
-#define AMPC_HD __host__ __device__
-#else
-#define AMPC_HD
-#endif
-#endif
+#include "kernels/cuda/host_device.h"
 
 namespace ampc::cuda {
 
@@ -40,6 +35,66 @@ AMPC_HD inline int BitWidth(uint64_t x) {
   return 64 - __clzll(static_cast<long long>(x));
 #else
   return x == 0 ? 0 : 64 - __builtin_clzll(x);
+#endif
+}
+
+// ---- IEEE-exact arithmetic: one rounding to nearest even per operation, whatever nvcc's
+// -prec-div/-fmad flags say (a multiply and an add never contract into one FMA) ----
+
+AMPC_HD inline float Divide(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+AMPC_HD inline double Divide(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+AMPC_HD inline float Add(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+AMPC_HD inline double Add(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+AMPC_HD inline float Subtract(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+AMPC_HD inline double Subtract(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+AMPC_HD inline float Multiply(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+AMPC_HD inline double Multiply(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
+  return a * b;
 #endif
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/grad_common.h"
 #include "kernels/cpu/pool_plan.h"
 #include "kernels/cuda/conv_family.h"
 #include "kernels/cuda/op_support.h"
@@ -24,11 +25,7 @@
 namespace ampc::cuda {
 namespace {
 
-Shape PooledShape(const Tensor& x, const Shape& spatial) {
-  Shape shape = {x.dim(0), x.dim(1)};
-  shape.insert(shape.end(), spatial.begin(), spatial.end());
-  return shape;
-}
+using pool::PooledShape;
 
 absl::Status MaxPool(KernelContext& context) {
   const Tensor& x = context.in(0);
@@ -62,35 +59,20 @@ absl::Status AveragePool(KernelContext& context) {
 
 absl::Status GlobalAveragePool(KernelContext& context) {
   const Tensor& x = context.in(0);
-  if (x.rank() < 2) {
-    return NodeError(context, absl::StrCat("input must be N x C x ... (rank 2 or more), got ",
-                                           ShapeString(x.shape())));
-  }
-  Shape shape = x.shape();
-  int64_t inner = 1;
-  for (int d = 2; d < x.rank(); ++d) {
-    inner *= x.dim(d);
-    shape[d] = 1;
-  }
-  AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, shape));
-  return Launched(context, GlobalAveragePoolForward(ElemOf(x.dtype()), x.raw(), y->raw(),
-                                                    x.dim(0) * x.dim(1), inner, StreamOf(context)));
+  AMPC_ASSIGN_OR_RETURN(const pool::GlobalPoolShape global, pool::PlanGlobalPool(context, x));
+  AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, global.output));
+  return Launched(
+      context, GlobalAveragePoolForward(ElemOf(x.dtype()), x.raw(), y->raw(), x.dim(0) * x.dim(1),
+                                        global.inner, StreamOf(context)));
 }
 
 // MaxPoolGrad(dy, indices, x) -> dx: dy added at MaxPool's indices, deterministically (pool.h).
 absl::Status MaxPoolGrad(KernelContext& context) {
+  AMPC_RETURN_IF_ERROR(grad::CheckSameType(context, {2}, {"x"}));
   const Tensor& dy = context.in(0);
   const Tensor& indices = context.in(1);
   const Tensor& x = context.in(2);
-  if (x.dtype() != dy.dtype()) {
-    return NodeError(
-        context, absl::StrCat("input x is ", DTypeName(x.dtype()), " but ", DTypeName(dy.dtype()),
-                              " is expected (the type of input 0)"));
-  }
-  if (indices.shape() != dy.shape()) {
-    return NodeError(context, absl::StrCat("indices has shape ", ShapeString(indices.shape()),
-                                           ", expected ", ShapeString(dy.shape())));
-  }
+  AMPC_RETURN_IF_ERROR(grad::CheckShape(context, indices, "indices", dy.shape()));
   AMPC_ASSIGN_OR_RETURN(Tensor * dx, context.Output(0, x.shape()));
   size_t bytes = 0;
   if (MaxPoolBackwardWorkspace(dy.size(), x.size(), &bytes) != cudaSuccess) {

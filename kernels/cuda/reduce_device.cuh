@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/elem_type.h"
+#include "kernels/cuda/float_storage.cuh"
 #include "kernels/cuda/reduce_math.h"
 
 namespace ampc::cuda::detail {
@@ -22,38 +23,12 @@ inline constexpr int64_t kMaxBlocks = 65535;  // grid-stride loops cover any row
 
 // ---- Storage types -----------------------------------------------------------------------------
 
-// Io<T>: C is the type T computes in; Load widens exactly, Store rounds once (to nearest even for
-// FP16/BF16, a plain conversion otherwise).
+// Io<T>: the storage type's loads and stores (float_storage.cuh); ComputeOf<T> its compute type.
 template <typename T>
-struct Io {
-  using C = T;
-  static __device__ C Load(T v) { return v; }
-  template <typename V>
-  static __device__ T Store(V v) {
-    return static_cast<T>(v);
-  }
-};
-template <>
-struct Io<__half> {
-  using C = float;
-  static __device__ float Load(__half v) { return __half2float(v); }
-  template <typename V>
-  static __device__ __half Store(V v) {
-    return __float2half_rn(static_cast<float>(v));
-  }
-};
-template <>
-struct Io<__nv_bfloat16> {
-  using C = float;
-  static __device__ float Load(__nv_bfloat16 v) { return __bfloat162float(v); }
-  template <typename V>
-  static __device__ __nv_bfloat16 Store(V v) {
-    return __float2bfloat16_rn(static_cast<float>(v));
-  }
-};
+using Io = FloatStorage<T>;
 
 template <typename T>
-using ComputeOf = typename Io<T>::C;
+using ComputeOf = typename FloatStorage<T>::C;
 
 template <typename T>
 struct Tag {

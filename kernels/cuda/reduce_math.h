@@ -13,11 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#ifdef __CUDACC__
-#define AMPC_HD __host__ __device__
-#else
-#define AMPC_HD
-#endif
+#include "kernels/cuda/host_device.h"
 
 namespace ampc::cuda {
 

@@ -21,44 +21,20 @@ using cuda::ElemOf;
 using cuda::Launched;
 using cuda::StreamOf;
 
-// Axes come from input 1 for ReduceSum from opset 13 (every reduction from opset 18), else from
-// the attribute (as the CPU kernel).
-absl::StatusOr<std::vector<int64_t>> ReduceAxes(const KernelContext& context) {
-  const int opset = context.info().opset;
-  const bool from_input =
-      opset >= 18 || (opset >= 13 && context.info().node.op_type() == "ReduceSum");
-  if (!from_input) return context.attributes().Ints("axes");
-  const Tensor* axes = context.input(1);
-  if (axes == nullptr) return std::vector<int64_t>{};
-  if (axes->rank() > 1) {
-    return NodeError(context,
-                     absl::StrCat("axes must be 1-D, got shape ", ShapeString(axes->shape())));
-  }
-  return reduce::ReadInts(context, *axes, "axes");
-}
-
 template <cuda::ReduceOp kOp>
 absl::Status Reduce(KernelContext& context) {
   const Tensor& x = context.in(0);
   const int rank = x.rank();
-  AMPC_ASSIGN_OR_RETURN(std::vector<int64_t> axes, ReduceAxes(context));
-  const Attributes attributes = context.attributes();
-  if (axes.empty() && attributes.Int("noop_with_empty_axes", 0) != 0) {
+  AMPC_ASSIGN_OR_RETURN(const reduce::ReducedDims dims, reduce::ReadReducedDims(context));
+  if (dims.noop) {
     context.SetOutput(0, x);
     return absl::OkStatus();
   }
-  std::vector<bool> reduced(rank, axes.empty());
-  for (int64_t axis : axes) {
-    AMPC_ASSIGN_OR_RETURN(int d, reduce::NormalizeAxis(context, axis, rank, "axes value"));
-    if (reduced[d]) return NodeError(context, absl::StrCat("axis ", axis, " is repeated in axes"));
-    reduced[d] = true;
-  }
-  const bool keepdims = attributes.Int("keepdims", 1) != 0;
   Shape shape;
   std::vector<int> reduced_axes;
   for (int d = 0; d < rank; ++d) {
-    if (reduced[d]) reduced_axes.push_back(d);
-    if (!reduced[d] || keepdims) shape.push_back(reduced[d] ? 1 : x.dim(d));
+    if (dims.reduced[d]) reduced_axes.push_back(d);
+    if (!dims.reduced[d] || dims.keepdims) shape.push_back(dims.reduced[d] ? 1 : x.dim(d));
   }
   AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, shape));
   const cudaError_t error =
@@ -76,11 +52,7 @@ absl::Status Reduce(KernelContext& context) {
 template <cuda::SoftmaxKind kKind>
 absl::Status Softmax(KernelContext& context) {
   const Tensor& x = context.in(0);
-  const int opset = context.info().opset;
-  const int64_t axis_attribute = context.attributes().Int("axis", opset >= 13 ? -1 : 1);
-  AMPC_ASSIGN_OR_RETURN(int axis, reduce::NormalizeAxis(context, axis_attribute, x.rank()));
-  reduce::AxisLayout layout = reduce::LayoutAround(x.shape(), axis);
-  if (opset < 13) layout = {.outer = layout.outer, .n = layout.n * layout.inner, .inner = 1};
+  AMPC_ASSIGN_OR_RETURN(const reduce::AxisLayout layout, reduce::SoftmaxLayout(context));
   AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, x.shape()));
   return Launched(context, cuda::Softmax(kKind, ElemOf(x.dtype()), x.raw(), y->raw(), layout.outer,
                                          layout.n, layout.inner, StreamOf(context)));
@@ -89,15 +61,8 @@ absl::Status Softmax(KernelContext& context) {
 template <cuda::SoftmaxKind kKind>
 absl::Status SoftmaxGrad(KernelContext& context) {
   const Tensor& dy = context.in(0);
-  AMPC_RETURN_IF_ERROR(grad::CheckSameType(context, {1}, {"y"}));
+  AMPC_ASSIGN_OR_RETURN(const reduce::AxisLayout layout, grad::SoftmaxGradLayout(context));
   const Tensor& y = context.in(1);
-  AMPC_RETURN_IF_ERROR(grad::CheckShape(context, dy, "dy", y.shape()));
-  const int rank = y.rank();
-  AMPC_ASSIGN_OR_RETURN(
-      const int axis,
-      reduce::NormalizeAxis(context, context.attributes().Int("axis", -1), std::max(rank, 1)));
-  const reduce::AxisLayout layout =
-      rank == 0 ? reduce::AxisLayout{} : reduce::LayoutAround(y.shape(), axis);
   AMPC_ASSIGN_OR_RETURN(Tensor * dx, context.Output(0, y.shape()));
   return Launched(context,
                   cuda::SoftmaxGrad(kKind, ElemOf(y.dtype()), dy.raw(), y.raw(), dx->raw(),

@@ -130,12 +130,12 @@ struct FloatIn {
 struct HalfIn {
   using T = uint16_t;
   __device__ static bool NonFinite(uint16_t x) { return math::NonFiniteHalf(x); }
-  __device__ static float Widen(uint16_t x) { return math::WidenHalf(x); }
+  __device__ static float Widen(uint16_t x) { return HalfBitsToFloat(x); }
 };
 struct BFloat16In {
   using T = uint16_t;
   __device__ static bool NonFinite(uint16_t x) { return math::NonFiniteBFloat16(x); }
-  __device__ static float Widen(uint16_t x) { return math::WidenBFloat16(x); }
+  __device__ static float Widen(uint16_t x) { return BFloat16BitsToFloat(x); }
 };
 struct DoubleIn {
   using T = double;
@@ -148,13 +148,13 @@ struct DoubleIn {
 __device__ double BlockSum(double x) {
   __shared__ double warp_sums[kThreads / 32];
   for (int offset = 16; offset > 0; offset /= 2) {
-    x = math::DAdd(x, __shfl_down_sync(0xffffffffu, x, offset));
+    x = Add(x, __shfl_down_sync(0xffffffffu, x, offset));
   }
   if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = x;
   __syncthreads();
   double total = 0.0;
   if (threadIdx.x == 0) {
-    for (int w = 0; w < kThreads / 32; ++w) total = math::DAdd(total, warp_sums[w]);
+    for (int w = 0; w < kThreads / 32; ++w) total = Add(total, warp_sums[w]);
   }
   return total;
 }
@@ -175,7 +175,7 @@ __device__ void UnscaleChunk(const void* grad, float* out, const Chunk& c, float
     found = found || In::NonFinite(x);
     const float u = math::Unscale(In::Widen(x), inv);
     if (out != nullptr) out[k] = u;
-    sum = math::DAdd(sum, math::Square(u));
+    sum = Add(sum, math::Square(u));
   }
 }
 
@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(kThreads)
   double sum = 0.0;
   bool any = false;
   for (int64_t p = threadIdx.x; p < n; p += kThreads) {
-    sum = math::DAdd(sum, partials[p].sum_of_squares);
+    sum = Add(sum, partials[p].sum_of_squares);
     any = any || partials[p].found != 0;
   }
   any = __syncthreads_or(any ? 1 : 0) != 0;
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kThreads)
   float* out = static_cast<float*>(t.ptr[1][c.tensor]);
   const float coef = math::ClipCoefficient(*norm_slot, max_norm);
   for (int64_t k = c.begin + threadIdx.x; k < c.end; k += blockDim.x) {
-    out[k] = math::Mul(out[k], coef);
+    out[k] = Multiply(out[k], coef);
   }
 }
 

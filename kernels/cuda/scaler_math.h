@@ -10,87 +10,18 @@
 
 #include <cfloat>
 #include <cstdint>
-#include <cstring>
 
-#ifdef __CUDACC__
-#define AMPC_HD __host__ __device__
-#else
-#define AMPC_HD
-#endif
+#include "kernels/cuda/num.h"
 
 namespace ampc::cuda::math {
 
-// ---- rounded arithmetic: IEEE round-to-nearest-even, one rounding per operation ----
-
-AMPC_HD inline float Add(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
-AMPC_HD inline float Sub(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-
-AMPC_HD inline float Mul(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
-AMPC_HD inline float Div(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
+// ---- rounded arithmetic (num.h's Add, Subtract, Multiply, Divide and these) ----
 
 AMPC_HD inline float Sqrt(float a) {
 #ifdef __CUDA_ARCH__
   return __fsqrt_rn(a);
 #else
   return sqrtf(a);
-#endif
-}
-
-AMPC_HD inline double DAdd(double a, double b) {
-#ifdef __CUDA_ARCH__
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
-AMPC_HD inline double DSub(double a, double b) {
-#ifdef __CUDA_ARCH__
-  return __dsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-
-AMPC_HD inline double DMul(double a, double b) {
-#ifdef __CUDA_ARCH__
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
-AMPC_HD inline double DDiv(double a, double b) {
-#ifdef __CUDA_ARCH__
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
 #endif
 }
 
@@ -118,68 +49,29 @@ AMPC_HD inline float ToFloat(double a) {
 AMPC_HD inline float Min(float a, float b) { return b < a ? b : a; }
 AMPC_HD inline float Max(float a, float b) { return a < b ? b : a; }
 
-// ---- storage types: non-finite tests on the bits, exact widening ----
-
-AMPC_HD inline uint32_t FloatBits(float x) {
-  uint32_t bits;
-  memcpy(&bits, &x, sizeof bits);
-  return bits;
-}
-
-AMPC_HD inline float FloatFromBits(uint32_t bits) {
-  float x;
-  memcpy(&x, &bits, sizeof x);
-  return x;
-}
-
-AMPC_HD inline uint64_t DoubleBits(double x) {
-  uint64_t bits;
-  memcpy(&bits, &x, sizeof bits);
-  return bits;
-}
+// ---- storage types: non-finite tests on the bits (widening: num.h) ----
 
 // An all-ones exponent is inf or NaN, for each storage type.
-AMPC_HD inline bool NonFinite(float x) { return (FloatBits(x) & 0x7f800000u) == 0x7f800000u; }
+AMPC_HD inline bool NonFinite(float x) {
+  return (BitCast<uint32_t>(x) & 0x7f800000u) == 0x7f800000u;
+}
 AMPC_HD inline bool NonFinite(double x) {
-  return (DoubleBits(x) & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
+  return (BitCast<uint64_t>(x) & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
 }
 AMPC_HD inline bool NonFiniteHalf(uint16_t bits) { return (bits & 0x7c00u) == 0x7c00u; }
 AMPC_HD inline bool NonFiniteBFloat16(uint16_t bits) { return (bits & 0x7f80u) == 0x7f80u; }
-
-// FP16 -> float, exact; a NaN keeps its sign and payload (kernels/cpu/half.h's HalfToFloat).
-AMPC_HD inline float WidenHalf(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1fu;
-  const uint32_t mantissa = h & 0x3ffu;
-  uint32_t bits;
-  if (exponent == 0x1f) {
-    bits = 0x7f800000u | (mantissa << 13);
-  } else if (exponent != 0) {
-    bits = ((exponent + (127 - 15)) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {
-    bits = 0;
-  } else {
-    // Subnormal: mantissa * 2^-24, renormalised around its leading one bit.
-    uint32_t top = 9;
-    while ((mantissa >> top) == 0) --top;
-    bits = ((top + 103) << 23) | ((mantissa << (23 - top)) & 0x7fffffu);
-  }
-  return FloatFromBits(sign | bits);
-}
-
-AMPC_HD inline float WidenBFloat16(uint16_t b) { return FloatFromBits(uint32_t{b} << 16); }
 
 // ---- CheckFinite / UnscaleClip ----
 
 // GradScaler: inv_scale = scale.double().reciprocal().float().
 AMPC_HD inline float InverseScale(float scale) {
-  return ToFloat(DDiv(1.0, static_cast<double>(scale)));
+  return ToFloat(Divide(1.0, static_cast<double>(scale)));
 }
 
 // u = float(g) * inv; its square is exact in double (24 + 24 significant bits).
-AMPC_HD inline float Unscale(float widened, float inv) { return Mul(widened, inv); }
+AMPC_HD inline float Unscale(float widened, float inv) { return Multiply(widened, inv); }
 AMPC_HD inline double Square(float u) {
-  return DMul(static_cast<double>(u), static_cast<double>(u));
+  return Multiply(static_cast<double>(u), static_cast<double>(u));
 }
 
 AMPC_HD inline float NormOf(double sum_of_squares) { return ToFloat(DSqrt(sum_of_squares)); }
@@ -188,7 +80,7 @@ AMPC_HD inline float NormOf(double sum_of_squares) { return ToFloat(DSqrt(sum_of
 // when it is 1); max_norm <= 0 means no clipping, coefficient 1.
 AMPC_HD inline float ClipCoefficient(float norm, float max_norm) {
   if (!(max_norm > 0.0f)) return 1.0f;
-  return Min(1.0f, Div(max_norm, Add(norm, 1e-6f)));
+  return Min(1.0f, Divide(max_norm, Add(norm, 1e-6f)));
 }
 
 // ---- UpdateScale (shared/spec/loss-scaling.md, "Update rule") ----
@@ -215,14 +107,14 @@ AMPC_HD inline ScaleState NextScaleState(ScaleState s, bool found, const ScaleAt
     s.tracker = 0;
     if (--s.hysteresis_left <= 0) {
       const float floor = Max(a.min_scale, FLT_MIN);  // never below the smallest normal
-      s.scale = Max(Mul(s.scale, a.backoff_factor), floor);
+      s.scale = Max(Multiply(s.scale, a.backoff_factor), floor);
       s.hysteresis_left = a.hysteresis;
     }
     return s;
   }
   s.hysteresis_left = a.hysteresis;
   if (++s.tracker >= a.growth_interval) {
-    const float grown = Mul(s.scale, a.growth_factor);
+    const float grown = Multiply(s.scale, a.growth_factor);
     if (!NonFinite(grown) && (a.max_scale <= 0.0f || grown <= a.max_scale)) s.scale = grown;
     s.tracker = 0;
   }
@@ -254,7 +146,7 @@ AMPC_HD inline SgdScalars SgdScalarsFor(const SgdAttrs& a, float lr, bool first)
   SgdScalars s;
   s.momentum = a.momentum;
   s.wd = a.weight_decay;
-  s.keep = ToFloat(DSub(1.0, static_cast<double>(a.dampening)));
+  s.keep = ToFloat(Subtract(1.0, static_cast<double>(a.dampening)));
   s.neg_lr = -lr;
   s.nesterov = a.nesterov;
   s.has_buf = a.momentum != 0.0f;
@@ -264,14 +156,14 @@ AMPC_HD inline SgdScalars SgdScalarsFor(const SgdAttrs& a, float lr, bool first)
 
 // One element: returns the new parameter; with a momentum buffer, *buf_out is its new value.
 AMPC_HD inline float SgdElement(const SgdScalars& s, float p, float g, float buf, float* buf_out) {
-  if (s.wd != 0.0f) g = Add(g, Mul(s.wd, p));  // grad.add(param, alpha=weight_decay)
+  if (s.wd != 0.0f) g = Add(g, Multiply(s.wd, p));  // grad.add(param, alpha=weight_decay)
   if (s.has_buf) {
     // buf = clone(grad) on the first step, else buf.mul_(momentum).add_(grad, alpha=1-dampening)
-    const float b = s.first ? g : Add(Mul(buf, s.momentum), Mul(s.keep, g));
+    const float b = s.first ? g : Add(Multiply(buf, s.momentum), Multiply(s.keep, g));
     *buf_out = b;
-    g = s.nesterov ? Add(g, Mul(s.momentum, b)) : b;
+    g = s.nesterov ? Add(g, Multiply(s.momentum, b)) : b;
   }
-  return Add(p, Mul(s.neg_lr, g));  // param.add_(grad, alpha=-lr)
+  return Add(p, Multiply(s.neg_lr, g));  // param.add_(grad, alpha=-lr)
 }
 
 // ---- Adam / AdamW: torch.optim.Adam(W), _single_tensor_adam (amsgrad=False) ----
@@ -297,12 +189,12 @@ AMPC_HD inline AdamScalars AdamScalarsFor(const AdamAttrs& a, float lr, int64_t 
   s.beta2 = ToFloat(b2);
   s.eps = a.epsilon;
   s.wd = ToFloat(wd);
-  s.w1 = ToFloat(DSub(1.0, b1));
-  s.w2 = ToFloat(DSub(1.0, b2));
-  s.decay = ToFloat(DSub(1.0, DMul(static_cast<double>(lr), wd)));
-  const double bc1 = DSub(1.0, DPow(b1, static_cast<double>(step)));
-  const double bc2 = DSub(1.0, DPow(b2, static_cast<double>(step)));
-  s.neg_step_size = ToFloat(-DDiv(static_cast<double>(lr), bc1));
+  s.w1 = ToFloat(Subtract(1.0, b1));
+  s.w2 = ToFloat(Subtract(1.0, b2));
+  s.decay = ToFloat(Subtract(1.0, Multiply(static_cast<double>(lr), wd)));
+  const double bc1 = Subtract(1.0, DPow(b1, static_cast<double>(step)));
+  const double bc2 = Subtract(1.0, DPow(b2, static_cast<double>(step)));
+  s.neg_step_size = ToFloat(-Divide(static_cast<double>(lr), bc1));
   s.bc2_sqrt = ToFloat(DSqrt(bc2));
   s.decoupled = a.decoupled;
   s.small_w1 = (s.w1 < 0.0f ? -s.w1 : s.w1) < 0.5f;  // ATen's lerp picks its formula by the weight
@@ -317,17 +209,19 @@ AMPC_HD inline AdamElementResult AdamElement(const AdamScalars& s, float p, floa
                                              float v) {
   if (s.wd != 0.0f) {
     if (s.decoupled) {
-      p = Mul(p, s.decay);  // param.mul_(1 - lr * weight_decay)
+      p = Multiply(p, s.decay);  // param.mul_(1 - lr * weight_decay)
     } else {
-      g = Add(g, Mul(s.wd, p));  // grad.add(param, alpha=weight_decay)
+      g = Add(g, Multiply(s.wd, p));  // grad.add(param, alpha=weight_decay)
     }
   }
   AdamElementResult r;
-  const float diff = Sub(g, m);  // exp_avg.lerp_(grad, 1 - beta1)
-  r.m = s.small_w1 ? Add(m, Mul(s.w1, diff)) : Sub(g, Mul(diff, Sub(1.0f, s.w1)));
-  r.v = Add(Mul(v, s.beta2), Mul(Mul(s.w2, g), g));  // mul_(beta2).addcmul_(grad, grad, 1-beta2)
-  const float denom = Add(Div(Sqrt(r.v), s.bc2_sqrt), s.eps);
-  r.p = Add(p, Div(Mul(s.neg_step_size, r.m), denom));  // addcdiv_(m, denom, -step_size)
+  const float diff = Subtract(g, m);  // exp_avg.lerp_(grad, 1 - beta1)
+  r.m =
+      s.small_w1 ? Add(m, Multiply(s.w1, diff)) : Subtract(g, Multiply(diff, Subtract(1.0f, s.w1)));
+  r.v = Add(Multiply(v, s.beta2),
+            Multiply(Multiply(s.w2, g), g));  // mul_(beta2).addcmul_(grad, grad, 1-beta2)
+  const float denom = Add(Divide(Sqrt(r.v), s.bc2_sqrt), s.eps);
+  r.p = Add(p, Divide(Multiply(s.neg_step_size, r.m), denom));  // addcdiv_(m, denom, -step_size)
   return r;
 }
 

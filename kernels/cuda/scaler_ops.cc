@@ -1,8 +1,10 @@
 // ai.ampc CheckFinite, UpdateScale, UnscaleClip, SGD and Adam on the CUDA backend: the
 // multi-tensor kernels of kernels/cuda/scaler.h. Names, domain, attributes and creation checks are
-// kernels/cpu/scaler_kernels.cc's; every flag, scale, learning rate and step is read on the
+// kernels/cpu/scaler_ops.h's; every flag, scale, learning rate and step is read on the
 // device, so no kernel here waits for the GPU. Where the CPU kernel returns its inputs themselves
 // (a static scale, a skipped step), these write copies of them into new outputs.
+#include "kernels/cpu/scaler_ops.h"
+
 #include <initializer_list>
 #include <memory>
 #include <vector>
@@ -16,71 +18,11 @@
 namespace ampc {
 namespace {
 
-constexpr char kDomain[] = "ai.ampc";
-
-bool IsGradientType(DType t) {
-  return t == DType::kFloat || t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kDouble;
-}
-
-// Input i of the node must have type `want` (kUndefined: any gradient type).
-absl::Status ExpectType(const KernelInfo& info, int i, DType want) {
-  if (i >= static_cast<int>(info.input_types.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("input ", i, " is missing"));
-  }
-  const DType got = info.input_types[i];
-  if (want == DType::kUndefined ? IsGradientType(got) : got == want) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("input ", i, " ('", info.node.input(i), "') is ", DTypeName(got), ", expected ",
-                   want == DType::kUndefined ? "a float type" : DTypeName(want)));
-}
-
-absl::Status ExpectTypes(const KernelInfo& info, std::initializer_list<DType> types) {
-  int i = 0;
-  for (DType type : types) AMPC_RETURN_IF_ERROR(ExpectType(info, i++, type));
-  return absl::OkStatus();
-}
-
-absl::Status ExpectArity(const KernelInfo& info, int inputs, int outputs) {
-  if (info.node.input_size() == inputs && info.node.output_size() == outputs) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat("takes ", inputs, " inputs and ", outputs,
-                                                 " outputs, not ", info.node.input_size(), " and ",
-                                                 info.node.output_size()));
-}
-
-using KernelCheck = absl::Status (*)(const KernelInfo&);
-
-// A function kernel whose node is checked once, when the session is created.
-class CheckedKernel final : public OpKernel {
- public:
-  explicit CheckedKernel(KernelFunction function) : function_(function) {}
-  absl::Status Compute(KernelContext& context) override { return function_(context); }
-
- private:
-  KernelFunction function_;
-};
-
-KernelDef Def(const char* op, KernelCheck check, KernelFunction function) {
-  return KernelDef{
-      kDomain,
-      op,
-      "cuda",
-      {},
-      [check, function](const KernelInfo& info) -> absl::StatusOr<std::unique_ptr<OpKernel>> {
-        AMPC_RETURN_IF_ERROR(check(info));
-        return std::make_unique<CheckedKernel>(function);
-      }};
-}
+using scaler_ops::ExpectParamShape;
 
 // Scalar inputs hold one element (their value stays on the device).
 absl::Status ExpectScalars(const KernelContext& context, std::initializer_list<int> inputs) {
-  for (int i : inputs) {
-    if (context.in(i).size() != 1) {
-      return NodeError(context, absl::StrCat("input ", i, " must hold one element, not shape ",
-                                             ShapeString(context.in(i).shape())));
-    }
-  }
+  for (int i : inputs) AMPC_RETURN_IF_ERROR(scaler_ops::ExpectScalar(context, i));
   return absl::OkStatus();
 }
 
@@ -108,16 +50,6 @@ absl::Status RunCheckUnscaleClip(KernelContext& context,
 
 // ---- CheckFinite ----
 
-absl::Status CheckCheckFinite(const KernelInfo& info) {
-  if (info.node.input_size() < 1 || info.node.output_size() != 1) {
-    return absl::InvalidArgumentError("takes one or more inputs and one output");
-  }
-  for (int i = 0; i < info.node.input_size(); ++i) {
-    AMPC_RETURN_IF_ERROR(ExpectType(info, i, DType::kUndefined));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status CheckFinite(KernelContext& context) {
   std::vector<cuda::GradientRef> grads;
   for (int i = 0; i < context.num_inputs(); ++i) grads.push_back(GradientOf(context.in(i)));
@@ -126,12 +58,6 @@ absl::Status CheckFinite(KernelContext& context) {
 }
 
 // ---- UpdateScale ----
-
-absl::Status CheckUpdateScale(const KernelInfo& info) {
-  AMPC_RETURN_IF_ERROR(ExpectArity(info, 5, 3));
-  return ExpectTypes(info,
-                     {DType::kFloat, DType::kInt64, DType::kInt64, DType::kBool, DType::kBool});
-}
 
 absl::Status UpdateScale(KernelContext& context) {
   AMPC_RETURN_IF_ERROR(ExpectScalars(context, {0, 1, 2, 3, 4}));
@@ -157,16 +83,6 @@ absl::Status UpdateScale(KernelContext& context) {
 
 // ---- UnscaleClip ----
 
-absl::Status CheckUnscaleClip(const KernelInfo& info) {
-  const int n = info.node.input_size() - 1;
-  if (n < 1 || info.node.output_size() != n + 1) {
-    return absl::InvalidArgumentError("takes (scale, g_1..g_n) -> (u_1..u_n, norm), n >= 1");
-  }
-  AMPC_RETURN_IF_ERROR(ExpectType(info, 0, DType::kFloat));
-  for (int i = 1; i <= n; ++i) AMPC_RETURN_IF_ERROR(ExpectType(info, i, DType::kUndefined));
-  return absl::OkStatus();
-}
-
 absl::Status UnscaleClip(KernelContext& context) {
   AMPC_RETURN_IF_ERROR(ExpectScalars(context, {0}));
   const int n = context.num_inputs() - 1;
@@ -185,32 +101,6 @@ absl::Status UnscaleClip(KernelContext& context) {
 }
 
 // ---- Optimizers: FP32 parameters, gradients and moments ----
-
-// Inputs `others` must have the shape of the parameter (input 3).
-absl::Status ExpectParamShape(const KernelContext& context, std::initializer_list<int> others) {
-  const Shape& shape = context.in(3).shape();
-  for (int i : others) {
-    if (context.in(i).shape() != shape) {
-      return NodeError(context,
-                       absl::StrCat("input ", i, " has shape ", ShapeString(context.in(i).shape()),
-                                    ", the parameter has ", ShapeString(shape)));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckSgd(const KernelInfo& info) {
-  const bool momentum = info.attributes().Float("momentum", 0.0f) != 0.0f;
-  absl::Status arity = ExpectArity(info, momentum ? 6 : 5, momentum ? 2 : 1);
-  if (!arity.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(momentum ? "with momentum != 0 " : "with momentum 0 ", arity.message(),
-                     " (buf and buf_out are present exactly when momentum != 0)"));
-  }
-  AMPC_RETURN_IF_ERROR(
-      ExpectTypes(info, {DType::kBool, DType::kFloat, DType::kBool, DType::kFloat, DType::kFloat}));
-  return momentum ? ExpectType(info, 5, DType::kFloat) : absl::OkStatus();
-}
 
 absl::Status Sgd(KernelContext& context) {
   AMPC_RETURN_IF_ERROR(ExpectScalars(context, {0, 1, 2}));
@@ -242,12 +132,6 @@ absl::Status Sgd(KernelContext& context) {
                                     Device<bool>(context, 2), cuda::StreamOf(context)));
 }
 
-absl::Status CheckAdam(const KernelInfo& info) {
-  AMPC_RETURN_IF_ERROR(ExpectArity(info, 7, 3));
-  return ExpectTypes(info, {DType::kBool, DType::kFloat, DType::kInt64, DType::kFloat,
-                            DType::kFloat, DType::kFloat, DType::kFloat});
-}
-
 // A step below 1 (an error on the CPU, which reads it on the host) leaves everything unchanged.
 absl::Status Adam(KernelContext& context) {
   AMPC_RETURN_IF_ERROR(ExpectScalars(context, {0, 1, 2}));
@@ -276,11 +160,7 @@ absl::Status Adam(KernelContext& context) {
 }  // namespace
 
 void RegisterCudaScalerKernels(KernelRegistry& registry) {
-  registry.Register(Def("CheckFinite", CheckCheckFinite, CheckFinite));
-  registry.Register(Def("UpdateScale", CheckUpdateScale, UpdateScale));
-  registry.Register(Def("UnscaleClip", CheckUnscaleClip, UnscaleClip));
-  registry.Register(Def("SGD", CheckSgd, Sgd));
-  registry.Register(Def("Adam", CheckAdam, Adam));
+  scaler_ops::Register(registry, "cuda", {CheckFinite, UpdateScale, UnscaleClip, Sgd, Adam});
 }
 
 }  // namespace ampc

@@ -37,6 +37,16 @@ inline Tensor Halves(Shape shape, const std::vector<float>& values) {
   return Make(DType::kFloat16, std::move(shape), halves);
 }
 
+// n pseudo-random floats in [lo, hi) from `seed` (a fixed LCG: the same values everywhere).
+inline std::vector<float> PseudoFloats(size_t n, uint32_t seed, float lo, float hi) {
+  std::vector<float> v(n);
+  for (float& x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = lo + (hi - lo) * static_cast<float>(seed >> 8) / static_cast<float>(1u << 24);
+  }
+  return v;
+}
+
 // The elements as T, the tensor's storage type.
 template <typename T>
 std::vector<T> Values(const Tensor& t) {

@@ -109,25 +109,6 @@ TEST(CudaBroadcastPlanTest, ListedShapesEqualCpuBroadcastIndex) {
   for (const std::vector<Dims>& inputs : cases) ExpectMatchesCpu<2>(inputs);
 }
 
-TEST(CudaBroadcastPlanTest, BroadcastDimsEqualCpuBroadcastShapes) {
-  std::mt19937 rng(5);
-  for (int trial = 0; trial < 5000; ++trial) {
-    std::vector<Dims> inputs(std::uniform_int_distribution<int>(1, 3)(rng));
-    for (Dims& d : inputs) {
-      d.resize(std::uniform_int_distribution<int>(0, 4)(rng));
-      for (int64_t& v : d) v = std::uniform_int_distribution<int>(0, 3)(rng);  // 0 and 1 too
-    }
-    std::vector<const Shape*> shapes;
-    for (const Dims& d : inputs) shapes.push_back(&d);
-    const std::optional<Shape> expected = BroadcastShapes(shapes);
-    Dims out;
-    ASSERT_EQ(BroadcastDims(inputs, &out), expected.has_value()) << "trial " << trial;
-    if (expected.has_value()) {
-      ASSERT_EQ(out, *expected) << "trial " << trial;
-    }
-  }
-}
-
 TEST(CudaBroadcastPlanTest, ShapesThatDoNotBroadcastAreRejected) {
   IndexPlan plan;
   EXPECT_FALSE(PlanBroadcast({2, 3}, {{2, 3}, {3, 2}}, &plan));

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/reduce_common.h"
 #include "kernels/cuda/reduce_math.h"
 #include "passes/ampc_grad_ops.h"
 #include "runtime/cpu_backend.h"
@@ -31,6 +32,7 @@ using cuda::CoalesceReduce;
 using cuda::LossReduction;
 using cuda::ReduceLayout;
 using cuda::ReduceOp;
+using reduce::StoreAs;  // rounds once to storage type T, as the CPU kernels
 
 #define TEST_TYPES                                                                               \
   DType::kFloat, DType::kFloat16, DType::kBFloat16, DType::kDouble, DType::kInt8, DType::kInt32, \
@@ -46,16 +48,6 @@ std::vector<double> Pseudo(int64_t n, double lo, double hi, uint32_t seed) {
     x = lo + (hi - lo) * static_cast<double>(seed >> 8) / static_cast<double>(1u << 24);
   }
   return v;
-}
-
-// Rounds once to storage type T (as the CPU's StoreAs).
-template <typename T, typename V>
-T StoreAs(V v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    return Compute<T>::Store(static_cast<float>(v));
-  } else {
-    return static_cast<T>(v);
-  }
 }
 
 template <typename T>

@@ -26,6 +26,7 @@ using testing::Gradient;
 using testing::Int64s;
 using testing::kInf;
 using testing::LoadAmpcModel;
+using testing::PseudoFloats;
 using testing::SetElement;
 using testing::Step;
 
@@ -44,16 +45,6 @@ std::string Text(float value) {
   return text;
 }
 
-// n pseudo-random floats in [lo, hi) (a fixed LCG).
-std::vector<float> Values(size_t n, uint32_t seed, float lo, float hi) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = lo + (hi - lo) * static_cast<float>(seed >> 8) / static_cast<float>(1u << 24);
-  }
-  return v;
-}
-
 // Bitwise equality of a float output with the expected values, naming the first difference.
 void ExpectBits(const Tensor& got, const std::vector<float>& want, const std::string& what) {
   ASSERT_EQ(static_cast<size_t>(got.size()), want.size()) << what;
@@ -67,9 +58,9 @@ void ExpectBits(const Tensor& got, const std::vector<float>& want, const std::st
 float Widened(const Tensor& g, int64_t i) {
   switch (g.dtype()) {
     case DType::kFloat16:
-      return math::WidenHalf(g.data<Half>()[i].bits);
+      return cuda::HalfBitsToFloat(g.data<Half>()[i].bits);
     case DType::kBFloat16:
-      return math::WidenBFloat16(g.data<BFloat16>()[i].bits);
+      return cuda::BFloat16BitsToFloat(g.data<BFloat16>()[i].bits);
     default:
       return g.data<float>()[i];
   }
@@ -91,8 +82,8 @@ bool NonFiniteAt(const Tensor& g, int64_t i) {
 TEST(CudaScalerMathTest, WideningAndNonFiniteTestsMatchTheCpuOnEvery16BitPattern) {
   for (uint32_t b = 0; b <= 0xffff; ++b) {
     const uint16_t bits = static_cast<uint16_t>(b);
-    ASSERT_EQ(Bits(math::WidenHalf(bits)), Bits(HalfToFloat(bits))) << std::hex << b;
-    ASSERT_EQ(Bits(math::WidenBFloat16(bits)), Bits(BFloat16ToFloat(bits))) << std::hex << b;
+    ASSERT_EQ(Bits(cuda::HalfBitsToFloat(bits)), Bits(HalfToFloat(bits))) << std::hex << b;
+    ASSERT_EQ(Bits(cuda::BFloat16BitsToFloat(bits)), Bits(BFloat16ToFloat(bits))) << std::hex << b;
     ASSERT_EQ(math::NonFiniteHalf(bits), !std::isfinite(HalfToFloat(bits))) << std::hex << b;
     ASSERT_EQ(math::NonFiniteBFloat16(bits), !std::isfinite(BFloat16ToFloat(bits)))
         << std::hex << b;
@@ -152,7 +143,7 @@ Unscaled UnscaleWithMath(const std::vector<Tensor>& grads, float scale, float ma
     std::vector<float> u(static_cast<size_t>(g.size()));
     for (int64_t i = 0; i < g.size(); ++i) {
       u[i] = math::Unscale(Widened(g, i), inv);
-      sum = math::DAdd(sum, math::Square(u[i]));
+      sum = cuda::Add(sum, math::Square(u[i]));
     }
     r.u.push_back(std::move(u));
   }
@@ -160,7 +151,7 @@ Unscaled UnscaleWithMath(const std::vector<Tensor>& grads, float scale, float ma
   if (max_norm > 0.0f) {
     const float coef = math::ClipCoefficient(r.norm, max_norm);
     for (auto& u : r.u) {
-      for (float& x : u) x = math::Mul(x, coef);
+      for (float& x : u) x = cuda::Multiply(x, coef);
     }
   }
   return r;
@@ -262,9 +253,9 @@ TEST(CudaScalerMathTest, SgdMatchesTheCpuKernel) {
   configs[5].momentum = 0.8f;
   configs[5].weight_decay = 1e-3f;
   configs[5].nesterov = true;
-  const std::vector<float> p = Values(kParams, 1, -1.0f, 1.0f);
-  const std::vector<float> g = Values(kParams, 2, -1.0f, 1.0f);
-  const std::vector<float> buf = Values(kParams, 3, -0.5f, 0.5f);
+  const std::vector<float> p = PseudoFloats(kParams, 1, -1.0f, 1.0f);
+  const std::vector<float> g = PseudoFloats(kParams, 2, -1.0f, 1.0f);
+  const std::vector<float> buf = PseudoFloats(kParams, 3, -0.5f, 0.5f);
   for (const math::SgdAttrs& c : configs) {
     const bool momentum = c.momentum != 0.0f;
     const std::string t = kShape;
@@ -307,10 +298,10 @@ TEST(CudaScalerMathTest, AdamMatchesTheCpuKernel) {
   configs[3].epsilon = 1e-6f;
   configs[3].weight_decay = 0.1f;
   configs[3].decoupled = true;
-  const std::vector<float> p = Values(kParams, 4, -1.0f, 1.0f);
-  const std::vector<float> g = Values(kParams, 5, -1.0f, 1.0f);
-  const std::vector<float> m = Values(kParams, 6, -0.1f, 0.1f);
-  const std::vector<float> v = Values(kParams, 7, 0.0f, 0.01f);
+  const std::vector<float> p = PseudoFloats(kParams, 4, -1.0f, 1.0f);
+  const std::vector<float> g = PseudoFloats(kParams, 5, -1.0f, 1.0f);
+  const std::vector<float> m = PseudoFloats(kParams, 6, -0.1f, 0.1f);
+  const std::vector<float> v = PseudoFloats(kParams, 7, 0.0f, 0.01f);
   const std::string t = kShape;
   for (const math::AdamAttrs& c : configs) {
     auto session = LoadAmpcModel(

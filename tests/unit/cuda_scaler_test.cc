@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/half.h"
 #include "kernels/cuda/scaler_math.h"
+#include "tests/support/tensors.h"
 
 #ifdef AMPC_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -27,6 +28,7 @@ namespace {
 #ifdef AMPC_HAVE_CUDA
 namespace math = cuda::math;
 using cuda::ElemType;
+using testing::PseudoFloats;
 
 uint32_t Bits(float x) {
   uint32_t bits;
@@ -76,9 +78,9 @@ struct HostGradient {
   float Widened(int64_t i) const {
     switch (type) {
       case ElemType::kFloat16:
-        return math::WidenHalf(Get<uint16_t>(i));
+        return cuda::HalfBitsToFloat(Get<uint16_t>(i));
       case ElemType::kBFloat16:
-        return math::WidenBFloat16(Get<uint16_t>(i));
+        return cuda::BFloat16BitsToFloat(Get<uint16_t>(i));
       case ElemType::kDouble:
         return math::ToFloat(Get<double>(i));
       default:
@@ -116,15 +118,6 @@ HostGradient MakeGradient(ElemType type, int64_t count, uint32_t seed) {
     g.Set(i, -2.0f + 4.0f * static_cast<float>(seed >> 8) / static_cast<float>(1u << 24));
   }
   return g;
-}
-
-std::vector<float> Floats(size_t n, uint32_t seed, float lo, float hi) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = lo + (hi - lo) * static_cast<float>(seed >> 8) / static_cast<float>(1u << 24);
-  }
-  return v;
 }
 
 void ExpectBits(const std::vector<float>& got, const std::vector<float>& want,
@@ -215,7 +208,7 @@ TEST_F(CudaScalerTest, ClipMultipliesByTheCoefficientOfTheGpuNorm) {
   for (size_t t = 0; t < grads.size(); ++t) {
     std::vector<float> want(grads[t].count);
     for (int64_t i = 0; i < grads[t].count; ++i) {
-      want[i] = math::Mul(math::Unscale(grads[t].Widened(i), inv), coef);
+      want[i] = cuda::Multiply(math::Unscale(grads[t].Widened(i), inv), coef);
     }
     ExpectBits(r.u[t], want, "gradient " + std::to_string(t));
   }
@@ -321,8 +314,8 @@ TEST_F(CudaScalerTest, SgdMatchesScalerMathSkipsAndUpdatesInPlace) {
       std::vector<std::unique_ptr<DeviceBytes>> memory;
       std::vector<cuda::SgdTensor> tensors;
       for (int i = 0; i < kOptimizerTensors; ++i) {
-        p.push_back(Floats(ParamSize(i), 10 + i, -1.0f, 1.0f));
-        buf.push_back(Floats(ParamSize(i), 20 + i, -0.5f, 0.5f));
+        p.push_back(PseudoFloats(ParamSize(i), 10 + i, -1.0f, 1.0f));
+        buf.push_back(PseudoFloats(ParamSize(i), 20 + i, -0.5f, 0.5f));
         g.push_back(MakeGradient(GradType(i), ParamSize(i), 30 + i));
         auto& dp = memory.emplace_back(std::make_unique<DeviceBytes>(p.back()));
         auto& dbuf = memory.emplace_back(std::make_unique<DeviceBytes>(buf.back()));
@@ -365,9 +358,9 @@ TEST_F(CudaScalerTest, AdamMatchesScalerMathAndSkipsBitwise) {
       std::vector<std::unique_ptr<DeviceBytes>> memory;  // p, m, v, g, p_out, m_out, v_out
       std::vector<cuda::AdamTensor> tensors;
       for (int i = 0; i < kOptimizerTensors; ++i) {
-        p.push_back(Floats(ParamSize(i), 40 + i, -1.0f, 1.0f));
-        m.push_back(Floats(ParamSize(i), 50 + i, -0.1f, 0.1f));
-        v.push_back(Floats(ParamSize(i), 60 + i, 0.0f, 0.01f));
+        p.push_back(PseudoFloats(ParamSize(i), 40 + i, -1.0f, 1.0f));
+        m.push_back(PseudoFloats(ParamSize(i), 50 + i, -0.1f, 0.1f));
+        v.push_back(PseudoFloats(ParamSize(i), 60 + i, 0.0f, 0.01f));
         g.push_back(MakeGradient(GradType(i), ParamSize(i), 70 + i));
         for (const auto* x : {&p.back(), &m.back(), &v.back()}) {
           memory.push_back(std::make_unique<DeviceBytes>(*x));
