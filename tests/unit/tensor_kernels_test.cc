@@ -435,11 +435,12 @@ TEST(TensorKernelsTest, ShapeSizeConstantRangeEyeLike) {
   EXPECT_THAT(Values<int64_t>(r.out()), ElementsAre(24));
   // Constant runs no kernel: the executor takes its value once (ConstantNodeValue).
   auto constant = [](const std::string& text) {
-    return ConstantNodeValue(testing::ParseModelText(absl::StrCat(
-                                 "<ir_version: 8, opset_import: [\"\" : 17]>\ng () => () {\n  ",
-                                 text, "\n}\n"))
-                                 .graph()
-                                 .node(0));
+    return ConstantNodeValue(
+        testing::ParseModelText(
+            absl::StrCat("<ir_version: 8, opset_import: [\"\" : 17]>\ng () => () {\n  ", text,
+                         "\n}\n"))
+            .graph()
+            .node(0));
   };
   absl::StatusOr<Tensor> c = constant("y = Constant <value_ints = [4, 5]> ()");
   ASSERT_TRUE(c.ok()) << c.status();
