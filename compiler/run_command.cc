@@ -18,7 +18,6 @@
 #include "compiler/model_io.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "passes/verify_tensors.h"
-#include "runtime/cpu_backend.h"
 #include "runtime/device.h"
 #include "runtime/npy.h"
 #include "runtime/session.h"
@@ -175,14 +174,11 @@ absl::Status RunModelCommand(const std::vector<std::string>& args,
     return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
   }
   for (const std::string& warning : warnings) PrintDiagnostic(absl::StrCat(path, ": ", warning));
-  absl::StatusOr<std::unique_ptr<Session>> session =
-      Session::Create(loaded.model, DefaultRegistry(), *backend_owner);
-  if (!session.ok() && ShouldFallBackToCpu(device, *backend_owner, session.status())) {
-    PrintDiagnostic(
-        absl::StrCat("note: ", path, ": ", session.status().message(), "; running on the CPU"));
-    backend_owner = std::make_unique<CpuBackend>(absl::GetFlag(FLAGS_threads));
-    session = Session::Create(std::move(loaded.model), DefaultRegistry(), *backend_owner);
-  }
+  absl::StatusOr<std::unique_ptr<Session>> session = CreateSession<Session>(
+      std::move(loaded.model), DefaultRegistry(), device, absl::GetFlag(FLAGS_threads),
+      backend_owner, [&](absl::string_view why) {
+        PrintDiagnostic(absl::StrCat("note: ", path, ": ", why, "; running on the CPU"));
+      });
   Backend& backend = *backend_owner;
   if (!session.ok()) {
     return absl::Status(session.status().code(),

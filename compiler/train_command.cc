@@ -23,7 +23,6 @@
 #include "compiler/model_io.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "passes/training_state.h"
-#include "runtime/cpu_backend.h"
 #include "runtime/data_readers.h"
 #include "runtime/device.h"
 #include "runtime/status_macros.h"
@@ -341,14 +340,11 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
   const std::string device = absl::GetFlag(FLAGS_device);
   AMPC_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                         CreateBackend(device, absl::GetFlag(FLAGS_threads)));
-  absl::StatusOr<std::unique_ptr<TrainingSession>> created =
-      TrainingSession::Create(loaded.model, DefaultRegistry(), *backend);
-  if (!created.ok() && ShouldFallBackToCpu(device, *backend, created.status())) {
-    PrintDiagnostic(
-        absl::StrCat("note: ", path, ": ", created.status().message(), "; training on the CPU"));
-    backend = std::make_unique<CpuBackend>(absl::GetFlag(FLAGS_threads));
-    created = TrainingSession::Create(std::move(loaded.model), DefaultRegistry(), *backend);
-  }
+  absl::StatusOr<std::unique_ptr<TrainingSession>> created = CreateSession<TrainingSession>(
+      std::move(loaded.model), DefaultRegistry(), device, absl::GetFlag(FLAGS_threads), backend,
+      [&](absl::string_view why) {
+        PrintDiagnostic(absl::StrCat("note: ", path, ": ", why, "; training on the CPU"));
+      });
   if (!created.ok()) {
     return absl::Status(created.status().code(),
                         absl::StrCat(path, ": ", created.status().message()));

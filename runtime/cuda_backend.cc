@@ -1,6 +1,7 @@
 #include "runtime/cuda_backend.h"
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/device.h"
 
 namespace ampc {
 
@@ -11,11 +12,7 @@ absl::Status CudaBackend::Check(cudaError_t error, absl::string_view what) {
 }
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device) {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();
-    count = 0;
-  }
+  const int count = CudaDeviceCount();
   if (device < 0 || device >= count) {
     return absl::FailedPreconditionError(absl::StrCat(
         "no CUDA device ", device, " (", count, " usable GPU", count == 1 ? "" : "s", " found)"));

@@ -2,12 +2,16 @@
 #ifndef AMPC_RUNTIME_DEVICE_H_
 #define AMPC_RUNTIME_DEVICE_H_
 
+#include <onnx/onnx_pb.h>
+
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "runtime/backend.h"
+#include "runtime/kernel_registry.h"
+#include "runtime/status_macros.h"
 
 namespace ampc {
 
@@ -34,6 +38,26 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& device
 // failure to create a session on `backend` is such a case.
 bool ShouldFallBackToCpu(const std::string& device, const Backend& backend,
                          const absl::Status& failure);
+
+// SessionT::Create (Session or TrainingSession) of `model` on `backend`, which CreateBackend made
+// for `device`. With "auto", a model the CUDA backend cannot run (a node without a CUDA kernel)
+// is created on a new CPU backend of `threads` threads instead, which replaces `backend`, after
+// `note(why)`. The model is copied only where that fallback can happen.
+template <typename SessionT, typename Note>
+absl::StatusOr<std::unique_ptr<SessionT>> CreateSession(onnx::ModelProto model,
+                                                        const KernelRegistry& registry,
+                                                        const std::string& device, int threads,
+                                                        std::unique_ptr<Backend>& backend,
+                                                        Note&& note) {
+  if (device != "auto" || backend->name() == "cpu") {
+    return SessionT::Create(std::move(model), registry, *backend);
+  }
+  absl::StatusOr<std::unique_ptr<SessionT>> session = SessionT::Create(model, registry, *backend);
+  if (session.ok() || !ShouldFallBackToCpu(device, *backend, session.status())) return session;
+  note(session.status().message());
+  AMPC_ASSIGN_OR_RETURN(backend, CreateBackend("cpu", threads));
+  return SessionT::Create(std::move(model), registry, *backend);
+}
 
 }  // namespace ampc
 
