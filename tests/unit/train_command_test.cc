@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <tuple>
@@ -16,6 +17,7 @@
 #include "runtime/data_readers.h"
 #include "runtime/npy.h"
 #include "runtime/tensor_proto.h"
+#include "tests/support/cuda_parity.h"
 #include "tests/support/forward_models.h"
 #include "tests/support/model_text.h"
 #include "tests/support/subprocess.h"
@@ -420,6 +422,24 @@ TEST_F(TrainCommandTest, SoftmaxRegressionLearnsFashionMnist) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // Softmax regression reaches about 0.84 on Fashion-MNIST; one epoch is well above 0.75.
   EXPECT_GT(AccuracyOfEpoch(r.out, 1), 0.75) << r.out;
+}
+
+TEST_F(TrainCommandTest, DeviceErrorsAreOneLineAndWriteNothing) {
+  std::vector<std::string> args = Train(model_, "1");
+  args.insert(args.end(), {"--save", Path("out.onnx"), "--device=gpu"});
+  auto r = Ampc(args);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--device=gpu: expected cpu, cuda or auto"));
+  if (!testing::CudaUsable()) {
+    args.back() = "--device=cuda";
+    r = Ampc(args);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_THAT(r.err, HasSubstr("--device=cuda: "));
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(Path("out.onnx")));
+  EXPECT_EQ(testing::ReadFileOrEmpty(model_),
+            testing::SoftmaxRegressionTrainingModel().SerializeAsString());
 }
 
 }  // namespace
