@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/integer_pow.h"
 
 namespace ampc {
 namespace {
@@ -95,8 +96,7 @@ absl::Status Pow(KernelContext& context) {
               status =
                   BinaryMap<T, T, E>(context, context.in(0), context.in(1), [](C a, CE b) -> C {
                     if constexpr (std::is_integral_v<C>) {
-                      return static_cast<C>(
-                          std::pow(static_cast<double>(a), static_cast<double>(b)));
+                      return integer_pow::Pow(a, b);
                     } else {
                       return static_cast<C>(std::pow(a, static_cast<C>(b)));
                     }

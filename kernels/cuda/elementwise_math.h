@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cpu/integer_pow.h"
 #include "kernels/cuda/num.h"
 
 namespace ampc::cuda {
@@ -142,21 +143,12 @@ AMPC_HD inline double Power(double a, double b) {
   return ::pow(a, b);
 }
 
-// Integer results out of range (or NaN) are undefined in C++; x86's cvttsd2si, which the CPU
-// kernel compiles to, gives the lowest value: so do we.
-template <typename C>
-AMPC_HD inline C DoubleToIntegerX86(double v) {
-  constexpr double kLimit = sizeof(C) == 8 ? 0x1p63 : 0x1p31;
-  if (!(v >= -kLimit && v < kLimit)) return static_cast<C>(sizeof(C) == 8 ? INT64_MIN : INT32_MIN);
-  return static_cast<C>(v);
-}
-
 // Pow's exponent may have another type than its base (compute type CE).
 struct PowOp {
   template <typename C, typename CE>
   AMPC_HD C operator()(C a, CE b) const {
     if constexpr (kIsInteger<C>) {
-      return DoubleToIntegerX86<C>(Power(static_cast<double>(a), static_cast<double>(b)));
+      return integer_pow::Pow(a, b);
     } else {
       return Power(a, static_cast<C>(b));
     }

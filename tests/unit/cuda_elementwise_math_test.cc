@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cfloat>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -368,6 +369,61 @@ TEST(CudaElementwiseMathTest, PowEqualsCpuExactlyForIntegerBasesAndWithinTwoUlpF
       ExpectBinaryMatchesCpu<PowOp, T, E, T>("Pow", "", kIsInteger<T> ? 0 : 2);
     });
   });
+}
+
+// Integer Pow against exact 128-bit arithmetic rounded once to double (and against glibc's pow
+// where the power is exact in double, so any pow within an ulp gives it), at the edges: zero and
+// unit bases, negative exponents, overflow, powers past 2^53 and 2^63, double exponents.
+__extension__ using Int128 = __int128;  // GCC's; the oracle needs no more than 2^127
+
+Int128 ExactPower(int64_t a, int64_t b, bool* overflow) {
+  Int128 result = 1;
+  *overflow = false;
+  for (int64_t k = 0; k < b && result != 0 && !*overflow; ++k) {
+    result *= a;
+    *overflow = result > (Int128{1} << 64) || -result > (Int128{1} << 64);
+  }
+  return result;
+}
+
+TEST(CudaElementwiseMathTest, IntegerPowIsTheExactPowerRoundedOnceAndTruncated) {
+  const int64_t kMax = std::numeric_limits<int64_t>::max(),
+                kMin = std::numeric_limits<int64_t>::min();
+  const int64_t bases[] = {
+      0, 1, -1, 2, -2, 3, -3, -9, 10, 46341, 3037000499, (int64_t{1} << 53) + 1, kMax, kMin};
+  const int64_t exponents[] = {0, 1, 2, 3, 5, 17, 31, 32, 62, 63, 64, 65, -1, -2, -63, 1000};
+  for (const int64_t a : bases) {
+    for (const int64_t b : exponents) {
+      double want;
+      bool overflow = false;
+      if (b < 0) {
+        want = a == 0 ? INFINITY : (a == 1 || a == -1) ? ((b & 1) && a < 0 ? -1.0 : 1.0) : 0.0;
+      } else {
+        const Int128 exact = ExactPower(a, b, &overflow);
+        want = overflow ? INFINITY : static_cast<double>(exact);
+        if (!overflow && std::abs(want) <= 0x1p53) {
+          EXPECT_EQ(std::pow(static_cast<double>(a), static_cast<double>(b)), want)
+              << a << "^" << b;
+        }
+      }
+      EXPECT_EQ(integer_pow::Pow(a, b), integer_pow::DoubleToIntegerX86<int64_t>(want))
+          << a << "^" << b;
+      EXPECT_EQ(integer_pow::Pow(a, static_cast<double>(b)),
+                integer_pow::DoubleToIntegerX86<int64_t>(want))
+          << a << "^" << b << " (a double exponent)";
+      if (a == static_cast<int32_t>(a)) {
+        EXPECT_EQ(integer_pow::Pow(static_cast<int32_t>(a), b),
+                  integer_pow::DoubleToIntegerX86<int32_t>(want))
+            << a << "^" << b << " (int32)";
+      }
+    }
+  }
+  // Exponents past int64 or not finite, and a fractional one (the math library's pow).
+  EXPECT_EQ(integer_pow::Pow(int64_t{-1}, 0x1p70), 1);
+  EXPECT_EQ(integer_pow::Pow(int64_t{-1}, INFINITY), 1);
+  EXPECT_EQ(integer_pow::Pow(int64_t{2}, -INFINITY), 0);
+  EXPECT_EQ(integer_pow::Pow(int64_t{0}, -0x1p70), kMin);
+  EXPECT_EQ(integer_pow::Pow(int64_t{16}, 0.5), 4);
 }
 
 TEST(CudaElementwiseMathTest, SignedUnaryOpsEqualCpu) {
