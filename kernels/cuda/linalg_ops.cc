@@ -109,8 +109,10 @@ absl::Status Gemm(KernelContext& context) {
     // C as [rows, cols], each 1 or the output's extent.
     const int64_t rows = c->rank() == 2 ? c->dim(0) : 1;
     const int64_t cols = c->rank() >= 1 ? c->dim(c->rank() - 1) : 1;
-    if (beta == 1.0f && rows == 1 && cols == n) {
-      args.bias = c->raw();  // a bias row: the epilogue adds it, no copy
+    // A bias row the epilogue adds, no copy; FP32 only: with an FP16/BF16 output cuBLASLt
+    // rounds the product before it adds the bias (two roundings where the CPU has one).
+    if (beta == 1.0f && rows == 1 && cols == n && args.type == cuda::ElemType::kFloat) {
+      args.bias = c->raw();
     } else {
       AMPC_RETURN_IF_ERROR(cuda::Launched(
           context,
