@@ -31,7 +31,10 @@ cudaError_t ScatterSlices(ElemType type, ScatterReduction reduction, void* d_out
 
 // y = x[0] + ... + x[count - 1], all of n elements, accumulated in the compute type (float for
 // FP16/BF16) and rounded once, as the CPU's variadic Sum. At most kMaxSumInputs inputs.
-inline constexpr int kMaxSumInputs = 8;
+// The pointers travel as one kernel parameter: 2 KiB of the 4 KiB every CUDA version allows. A
+// gradient accumulates one input per use of its value (a constant every layer reads: one per
+// layer).
+inline constexpr int kMaxSumInputs = 256;
 cudaError_t SumSameShape(ElemType type, const void* const* inputs, int count, void* d_y, int64_t n,
                          cudaStream_t stream);
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "tests/support/cuda_parity.h"
 
 namespace ampc {
@@ -53,6 +54,15 @@ std::vector<ParityCase> Cases() {
                              "[33, 17] c) => (" + type + "[33, 17] y) { y = Sum(a, b, c) }"),
          .tolerance = 0});
   }
+  // 24 inputs: a constant each of a 24-layer encoder's layers reads accumulates 24 gradients.
+  std::string inputs, names;
+  for (int k = 0; k < 24; ++k) {
+    absl::StrAppend(&inputs, k == 0 ? "" : ", ", "float16[7, 9] x", k);
+    absl::StrAppend(&names, k == 0 ? "" : ", ", "x", k);
+  }
+  cases.push_back({.model = absl::StrCat(kHeader, "g (", inputs,
+                                         ") => (float16[7, 9] y) { y = Sum(", names, ") }"),
+                   .tolerance = 0});
   return cases;
 }
 
