@@ -317,9 +317,9 @@ TEST_F(CudaScalerTest, SgdMatchesScalerMathSkipsAndUpdatesInPlace) {
         p.push_back(PseudoFloats(ParamSize(i), 10 + i, -1.0f, 1.0f));
         buf.push_back(PseudoFloats(ParamSize(i), 20 + i, -0.5f, 0.5f));
         g.push_back(MakeGradient(GradType(i), ParamSize(i), 30 + i));
-        auto& dp = memory.emplace_back(std::make_unique<DeviceBytes>(p.back()));
-        auto& dbuf = memory.emplace_back(std::make_unique<DeviceBytes>(buf.back()));
-        auto& dg = memory.emplace_back(std::make_unique<DeviceBytes>(g.back().bytes));
+        DeviceBytes* dp = memory.emplace_back(std::make_unique<DeviceBytes>(p.back())).get();
+        DeviceBytes* dbuf = memory.emplace_back(std::make_unique<DeviceBytes>(buf.back())).get();
+        DeviceBytes* dg = memory.emplace_back(std::make_unique<DeviceBytes>(g.back().bytes)).get();
         tensors.push_back({dp->as<float>(), dg->as<void>(), GradType(i), dbuf->as<float>(),
                            dp->as<float>(), dbuf->as<float>(), ParamSize(i)});
       }
