@@ -3,6 +3,8 @@
 // development and CI image does: the CUDA toolkit with cuDNN 9).
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #ifdef AMPC_HAVE_CUDA
@@ -17,10 +19,26 @@ namespace ampc {
 namespace {
 
 #ifdef AMPC_HAVE_CUDA
-TEST(CudaLibrariesTest, NotLoadedUntilFirstUseThenForwarded) {
-  // Nothing has called into them yet in this process: neither is mapped.
-  EXPECT_EQ(dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_NOLOAD), nullptr);
-  EXPECT_EQ(dlopen("libcudnn.so.9", RTLD_NOW | RTLD_NOLOAD), nullptr);
+bool Mapped(const char* library) { return dlopen(library, RTLD_NOW | RTLD_NOLOAD) != nullptr; }
+
+// A claim about a fresh process: the "threadsafe" style runs the statement in a new execution of
+// this binary (other tests in this one may have loaded the libraries already).
+TEST(CudaLibrariesTest, AFreshProcessMapsThemOnlyAtFirstUse) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        const bool before = Mapped("libcublasLt.so.13") || Mapped("libcudnn.so.9");
+        std::string why;
+        const bool loaded = cuda::LoadCublasLt(&why) && cuda::LoadCudnn(&why);
+        const bool after = Mapped("libcublasLt.so.13") && Mapped("libcudnn.so.9");
+        std::fprintf(stderr, "mapped before: %d, loaded: %d (%s), mapped after: %d\n", before,
+                     loaded, why.c_str(), after);
+        std::exit(!before && loaded && after ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
+}
+
+TEST(CudaLibrariesTest, CallsAreForwarded) {
   std::string why;
   ASSERT_TRUE(cuda::LoadCublasLt(&why)) << why;
   ASSERT_TRUE(cuda::LoadCudnn(&why)) << why;
