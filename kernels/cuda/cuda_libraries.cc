@@ -170,7 +170,7 @@ AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnGetConvolutionNdForwardOutpu
              (conv, x, w, dims, out))
 AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnGetConvolutionForwardAlgorithmMaxCount,
              (cudnnHandle_t handle, int* count), (handle, count))
-AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnGetConvolutionForwardAlgorithm_v7,
+AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnFindConvolutionForwardAlgorithm,
              (cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
               const cudnnFilterDescriptor_t w, const cudnnConvolutionDescriptor_t conv,
               const cudnnTensorDescriptor_t y, const int requested, int* returned,
@@ -191,7 +191,7 @@ AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnConvolutionForward,
               y_desc, y))
 AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnGetConvolutionBackwardDataAlgorithmMaxCount,
              (cudnnHandle_t handle, int* count), (handle, count))
-AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnGetConvolutionBackwardDataAlgorithm_v7,
+AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnFindConvolutionBackwardDataAlgorithm,
              (cudnnHandle_t handle, const cudnnFilterDescriptor_t w,
               const cudnnTensorDescriptor_t dy, const cudnnConvolutionDescriptor_t conv,
               const cudnnTensorDescriptor_t dx, const int requested, int* returned,
@@ -212,7 +212,7 @@ AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnConvolutionBackwardData,
               dx_desc, dx))
 AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnGetConvolutionBackwardFilterAlgorithmMaxCount,
              (cudnnHandle_t handle, int* count), (handle, count))
-AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnGetConvolutionBackwardFilterAlgorithm_v7,
+AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnFindConvolutionBackwardFilterAlgorithm,
              (cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
               const cudnnTensorDescriptor_t dy, const cudnnConvolutionDescriptor_t conv,
               const cudnnFilterDescriptor_t dw, const int requested, int* returned,

@@ -175,16 +175,18 @@ bool Acceptable(const Perf& perf, ElemType type, bool deterministic) {
          (!deterministic || perf.determinism == CUDNN_DETERMINISTIC);
 }
 
-// The first acceptable result of cuDNN's ranking (`get`: the cudnnGet*Algorithm_v7 call) whose
-// workspace (`workspace_of`: the cudnnGet*WorkspaceSize call) is within the cap: a deterministic
-// one if cuDNN has any (the backward ALGO_0 and ALGO_3 add with atomics), else the best other.
+// The first acceptable result of cuDNN's ranking (`get`: the cudnnFind*Algorithm call, which
+// times every algorithm on the device, fastest first, as PyTorch's cudnn.benchmark does) whose
+// workspace (`workspace_of`:
+// the cudnnGet*WorkspaceSize call) is within the cap: a deterministic one if cuDNN has any (the
+// backward ALGO_0 and ALGO_3 add with atomics), else the fastest other.
 template <typename Perf, typename Get, typename WorkspaceOf>
 absl::StatusOr<Choice> Rank(Descriptors& d, ElemType type, int max_count, Get get,
                             WorkspaceOf workspace_of) {
   std::vector<Perf> perf(static_cast<size_t>(std::max(max_count, 1)));
   int returned = 0;
   AMPC_RETURN_IF_ERROR(Check(get(static_cast<int>(perf.size()), &returned, perf.data()),
-                             "cudnnGetConvolution*Algorithm_v7"));
+                             "cudnnFindConvolution*Algorithm"));
   for (const bool deterministic : {true, false}) {
     for (int i = 0; i < returned; ++i) {
       if (!Acceptable(perf[i], type, deterministic)) continue;
@@ -212,8 +214,8 @@ absl::StatusOr<Choice> Choose(cudnnHandle_t h, Direction direction, Descriptors&
       return Rank<cudnnConvolutionFwdAlgoPerf_t>(
           d, type, max_count,
           [&](int n, int* returned, cudnnConvolutionFwdAlgoPerf_t* perf) {
-            return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, n, returned,
-                                                          perf);
+            return cudnnFindConvolutionForwardAlgorithm(h, d.x, d.w, d.conv, d.y, n, returned,
+                                                        perf);
           },
           [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
             return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, algo, bytes);
@@ -224,8 +226,8 @@ absl::StatusOr<Choice> Choose(cudnnHandle_t h, Direction direction, Descriptors&
       return Rank<cudnnConvolutionBwdDataAlgoPerf_t>(
           d, type, max_count,
           [&](int n, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
-            return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, n,
-                                                               returned, perf);
+            return cudnnFindConvolutionBackwardDataAlgorithm(h, d.w, d.y, d.conv, d.x, n, returned,
+                                                             perf);
           },
           [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
             return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, algo,
@@ -237,8 +239,8 @@ absl::StatusOr<Choice> Choose(cudnnHandle_t h, Direction direction, Descriptors&
       return Rank<cudnnConvolutionBwdFilterAlgoPerf_t>(
           d, type, max_count,
           [&](int n, int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
-            return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, n,
-                                                                 returned, perf);
+            return cudnnFindConvolutionBackwardFilterAlgorithm(h, d.x, d.y, d.conv, d.w, n,
+                                                               returned, perf);
           },
           [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
             return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, algo,

@@ -4,11 +4,11 @@
 // faster on tensor cores, is future work (it needs layout-aware neighbours).
 //
 // Precision: FP16 and BF16 tensors with FP32 compute (CUDNN_DATA_FLOAT), tensor cores allowed;
-// FP32 with CUDNN_FMA_MATH, so never TF32. Algorithms: cuDNN's heuristics
-// (cudnnGet*Algorithm_v7), the best deterministic one within kMaxCudnnWorkspace (the best other
-// one only where there is none), chosen once per shape and cached in per-backend state with the
-// cuDNN handle and one workspace buffer that grows to the largest need: no cudaMalloc per step
-// once every shape has run.
+// FP32 with CUDNN_FMA_MATH, so never TF32. Algorithms: timed by cuDNN on the
+// device (cudnnFind*Algorithm), the fastest deterministic one within kMaxCudnnWorkspace (the
+// fastest other one only where there is none), chosen once per shape and cached in per-backend
+// state with the cuDNN handle and one workspace buffer that grows to the largest need: no
+// cudaMalloc per step once every shape has run.
 #pragma once
 
 #include <array>
