@@ -306,7 +306,9 @@ absl::StatusOr<std::vector<Tensor>> GraphExecutor::Run(std::span<const Tensor> i
     for (int slot : step->implicit_inputs) step_implicit.push_back(&values[slot]);
     step_outputs.assign(step->outputs.size(), Tensor());
     KernelContext context(*step->info, step_inputs, step_implicit, step_outputs);
+    if (profiler_ != nullptr) profiler_->Begin(*step->info);
     if (absl::Status status = Compute(*step, context); !status.ok()) return status;
+    if (profiler_ != nullptr) profiler_->End(*step->info);
     for (size_t i = 0; i < step->outputs.size(); ++i) {
       if (step->outputs[i] < 0) continue;
       const DType declared = step->info->output_types[i];

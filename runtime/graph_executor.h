@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/kernel.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/node_profiler.h"
 
 namespace ampc {
 
@@ -49,6 +50,9 @@ class GraphExecutor {
   absl::StatusOr<std::vector<Tensor>> Run(std::span<const Tensor> inputs,
                                           std::span<Tensor* const> outer) const;
 
+  // Calls `profiler` around each node of this graph from now on (null: none). Not owned.
+  void set_profiler(NodeProfiler* profiler) { profiler_ = profiler; }
+
  private:
   struct Step;
   GraphExecutor() = default;
@@ -64,6 +68,7 @@ class GraphExecutor {
   int SlotOf(const std::string& name);
   static absl::Status Compute(const Step& step, KernelContext& context);
 
+  NodeProfiler* profiler_ = nullptr;
   std::vector<std::string> input_names_;
   std::vector<DType> input_types_;
   std::vector<int> input_slots_;

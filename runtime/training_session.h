@@ -78,6 +78,10 @@ class TrainingSession {
   // label serves both Step and Evaluate).
   absl::StatusOr<std::vector<Tensor>> Evaluate(const NamedTensors& inputs) const;
 
+  // Calls `profiler` around each node of the algorithm's main graph from the next Step on (null:
+  // none). Not owned.
+  void set_profiler(NodeProfiler* profiler) { algorithm_->set_profiler(profiler); }
+
   // A host copy of a state value (a parameter or a training_info state item).
   absl::StatusOr<Tensor> State(const std::string& name) const;
   // The counters of StepResult as they stand now (before any step: after initialization).

@@ -26,9 +26,11 @@ on 16x16 images, and takes 3 warm-up and 10 timed steps: a test of the script on
 
 ampc, per model and dtype: `ampc MODEL --train --loss loss (resnet: --loss-op
 cross_entropy:logits) --dtype D --optimizer adam --lr 0.001`, then `ampc-bench-train --device
-DEV --batch B --warmup W --steps S`: one random batch reused, W untimed steps, the median of S
-steps, each timed on the host clock around TrainingSession::Step, which returns when the loss is
-on the host (so a step is its whole device time plus that one copy). Its JSON line is kept whole.
+DEV --batch B --warmup W --steps S --profile`: one random batch reused, W untimed steps, the
+median of S steps, each timed on the host clock around TrainingSession::Step, which returns when
+the loss is on the host (so a step is its whole device time plus that one copy); then 10 steps
+with each node timed (CUDA events), reported per op type under each table. Its JSON line is kept
+whole.
 
 PyTorch eager, per model and dtype: the architecture rebuilt from models/*.cc, train mode
 (BatchNormalization uses batch statistics and updates its running statistics, as ampc's step
@@ -443,7 +445,7 @@ def time_ampc(spec: dict, dtype: str, model: pathlib.Path, args, budget: Budget)
     try:
         out = run_tool([str(args.bin / "ampc-bench-train"), str(train), "--device", args.device,
                         "--batch", str(spec["batch"]), "--warmup", str(args.warmup), "--steps",
-                        str(args.steps)], budget, "ampc-bench-train")
+                        str(args.steps), "--profile"], budget, "ampc-bench-train")
     except RuntimeError as error:
         return {"error": " ".join(str(error).split()), "compile": summary}
     finally:
@@ -599,6 +601,20 @@ def model_table_md(name: str, runs: dict) -> list[str]:
     return lines
 
 
+def profile_md(name: str, runs: dict) -> list[str]:
+    """Where ampc's step goes: --profile's milliseconds per step of the largest op types."""
+    lines = []
+    for dtype in DTYPES:
+        run = runs.get((name, dtype, "ampc")) or {}
+        if "profile" not in run:
+            continue
+        top = sorted(run["profile"].items(), key=lambda kv: -kv[1])[:6]
+        shown = ", ".join(f"{op} {ms:.2f}" for op, ms in top)
+        lines.append(f"- ampc {dtype}, ms per step by op (of {run['profiled_ms']:.2f} in "
+                     f"nodes): {shown}")
+    return lines + [""] if lines else []
+
+
 def precision_md(name: str, runs: dict) -> list[str]:
     """What ampc's autocast made of each dtype: its compile summary's node counts."""
     found = []
@@ -640,7 +656,7 @@ def write_report(out: pathlib.Path, args, specs: dict, runs: dict, started: str)
             "(host clock on the CPU); method in tools/bench_gpu.py's docstring", ""]
     for name, spec in specs.items():
         text += [f"## {describe(name, spec)}", "", *model_table_md(name, runs), "",
-                 *precision_md(name, runs)]
+                 *precision_md(name, runs), *profile_md(name, runs)]
     text += ["## Targets (issue 6)", "", *targets_md(runs, list(specs)), ""]
     (out / "gpu.md").write_text("\n".join(text))
 
