@@ -37,6 +37,32 @@ GradientRule Unary(F factor) {
 
 int Type(GradientContext& c) { return c.b().ElemType(c.input(0)); }
 
+// Gemm(x, y) with transA/transB (and alpha unless 1).
+std::string GemmNode(GradientContext& c, const std::string& x, const std::string& y, int64_t ta,
+                     int64_t tb, float alpha = 1.0f) {
+  std::vector<onnx::AttributeProto> attributes = {MakeAttribute("transA", ta),
+                                                  MakeAttribute("transB", tb)};
+  if (alpha != 1.0f) attributes.push_back(MakeAttribute("alpha", alpha));
+  return c.b().Op("Gemm", {x, y}, std::move(attributes));
+}
+
+// A [..., M, K] (rank 3 or more) times a matrix B [K, N] of static shape, as activations times a
+// weight: A's batch and row axes flatten into one, so each gradient is one Gemm that accumulates
+// over every row in FP32 (not per-batch products rounded to the operand type, then summed by a
+// ReduceSum), and no Transpose is materialised: dA = dY2 B^T reshaped to A, dB = A2^T dY2.
+absl::Status MatMulByMatrixGrad(GradientContext& c, int64_t k, int64_t n) {
+  const std::string dy2 = c.b().Op("Reshape", {c.dy(), c.b().Ints({-1, n})});
+  if (c.NeedsGrad(0)) {
+    const std::string da2 = GemmNode(c, dy2, c.input(1), 0, 1);
+    c.SetGrad(0, c.b().Op("Reshape", {da2, c.b().ShapeOf(c.input(0))}));
+  }
+  if (c.NeedsGrad(1)) {
+    const std::string a2 = c.b().Op("Reshape", {c.input(0), c.b().Ints({-1, k})});
+    c.SetGrad(1, GemmNode(c, a2, dy2, 1, 0));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status MatMulGrad(GradientContext& c) {
   absl::StatusOr<std::vector<Dim>> a = c.DimsOf(c.input(0));
   absl::StatusOr<std::vector<Dim>> b = c.DimsOf(c.input(1));
@@ -45,6 +71,9 @@ absl::Status MatMulGrad(GradientContext& c) {
     return !a.ok() ? a.status() : !b.ok() ? b.status() : y.status();
   if (a->size() < 2 || b->size() < 2)
     return c.Error("MatMul of a 1-D operand has no gradient rule");
+  if (a->size() >= 3 && b->size() == 2 && (*b)[0].size && (*b)[1].size) {
+    return MatMulByMatrixGrad(c, *(*b)[0].size, *(*b)[1].size);
+  }
   // Transposes the last two axes of `value`, of rank `rank`.
   auto swap = [&](const std::string& value, size_t rank) {
     std::vector<int64_t> perm;
@@ -77,10 +106,7 @@ absl::Status GemmGrad(GradientContext& c) {
   const float alpha = c.Float("alpha", 1.0f);
   const float beta = c.Float("beta", 1.0f);
   auto gemm = [&](const std::string& x, const std::string& y, int64_t ta, int64_t tb) {
-    std::vector<onnx::AttributeProto> attributes = {MakeAttribute("transA", ta),
-                                                    MakeAttribute("transB", tb)};
-    if (alpha != 1.0f) attributes.push_back(MakeAttribute("alpha", alpha));
-    return c.b().Op("Gemm", {x, y}, std::move(attributes));
+    return GemmNode(c, x, y, ta, tb, alpha);
   };
   if (c.NeedsGrad(0)) {
     c.SetGrad(0, trans_a == 0 ? gemm(c.dy(), c.input(1), 0, 1 - trans_b)

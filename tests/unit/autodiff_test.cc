@@ -64,6 +64,8 @@ std::vector<GradientCase> Cases() {
       CastCase(),
       {"MatMul", {x, {"w", {3, 4}}}, "y = MatMul(x, w)", {2, 4}},
       {"MatMul_batch_broadcast", {{"x", {2, 2, 3}}, {"w", {3, 4}}}, "y = MatMul(x, w)", {2, 2, 4}},
+      {"MatMul_rank4_by_matrix", {{"x", {2, 3, 2, 3}}, {"w", {3, 4}}}, "y = MatMul(x, w)",
+       {2, 3, 2, 4}},
       {"Gemm_transB_bias",
        {x, {"w", {4, 3}}, {"b", {4}}},
        "y = Gemm <transB = 1> (x, w, b)",
