@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/norm_common.h"  // WantsOutput, the CPU family's checks
+#include "kernels/cuda/op_support.h"  // Labeled
 #include "runtime/dtype.h"
 #include "runtime/kernel.h"
 #include "runtime/kernel_registry.h"
@@ -17,12 +18,6 @@ namespace ampc::cuda {
 // The element types the family's CUDA kernels take (no FP64: the GPU path is for speed).
 inline std::vector<DType> CnnFloatTypes() {
   return {DType::kFloat, DType::kFloat16, DType::kBFloat16};
-}
-
-// A status from below (cuDNN, an allocation, a plan) as the node's error; OK stays OK.
-inline absl::Status Labeled(const KernelContext& context, const absl::Status& status) {
-  if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat(context.info().label(), ": ", status.message()));
 }
 
 void RegisterCudaPoolKernels(KernelRegistry& registry);

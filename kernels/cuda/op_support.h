@@ -24,4 +24,10 @@ inline absl::Status Launched(const KernelContext& context, cudaError_t error) {
   return NodeError(context, absl::StrCat("CUDA launch failed: ", cudaGetErrorString(error)));
 }
 
+// A status from below (cuDNN, an allocation, a plan) as the node's error; OK stays OK.
+inline absl::Status Labeled(const KernelContext& context, const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(context.info().label(), ": ", status.message()));
+}
+
 }  // namespace ampc::cuda

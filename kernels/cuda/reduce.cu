@@ -2,10 +2,12 @@
 // [outer, n, inner] view when the reduced dims are one run: rows of n contiguous elements get a
 // warp or a block each, strided rows (inner > 1) go 32 to a block so loads coalesce. Any other
 // pattern takes the general path: a warp per output, offsets decoded from the coalesced dims.
+// Few long rows are cut into chunks instead (ReduceWorkspaceBytes).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -118,15 +120,78 @@ cudaError_t LaunchReduce(const T* x, T* y, int64_t rows, const Index& index, cud
   return cudaGetLastError();
 }
 
+// ---- Few long rows: chunks of a row a block each, then the partials in chunk order ----
+
+constexpr int64_t kSplitMaxRows = 4096;                 // more rows fill the GPU by themselves
+constexpr int64_t kSplitChunk = 16 * detail::kThreads;  // elements per block, at least
+constexpr int64_t kSplitBlocks = 2048;                  // blocks to aim for (rows * splits at most)
+constexpr size_t kPartialBytes = 8;                     // every Op::A but LogSumExp's fits
+
+// Chunks per row; 1: no split.
+int64_t SplitsFor(int64_t rows, int64_t n) {
+  if (rows == 0 || rows > kSplitMaxRows || n < 2 * kSplitChunk) return 1;
+  return std::min((n + kSplitChunk - 1) / kSplitChunk, std::max<int64_t>(1, kSplitBlocks / rows));
+}
+
+// partials[r * splits + s] = Op over chunk s of row r; block (s, r).
+template <typename T, typename Op, typename Index>
+__global__ void __launch_bounds__(detail::kThreads)
+    ChunkKernel(const T* x, typename Op::A* partials, int64_t chunk, Index index) {
+  const int64_t r = blockIdx.y, s = blockIdx.x;
+  const int64_t begin = s * chunk, end = begin + chunk < index.n ? begin + chunk : index.n;
+  const int64_t base = index.Base(r);
+  typename Op::A acc = Op::Identity();
+  for (int64_t k = begin + threadIdx.x; k < end; k += blockDim.x) {
+    acc = Op::Combine(acc, Op::Map(Io<T>::Load(x[index.At(base, k)])));
+  }
+  acc = BlockRows::AllReduce(acc, detail::CombineOp<Op>());
+  if (threadIdx.x == 0) partials[r * gridDim.x + s] = acc;
+}
+
+// y[r] = Op's result from row r's `splits` partials, a warp per row.
 template <typename T, typename Op>
-cudaError_t ReduceTyped(const void* d_x, void* d_y, const ReduceLayout& layout,
+__global__ void __launch_bounds__(detail::kThreads)
+    FinishKernel(const typename Op::A* partials, int64_t splits, T* y, int64_t rows, int64_t n) {
+  for (int64_t r0 = detail::FirstRow<WarpRows>(); r0 < rows; r0 += detail::RowStride<WarpRows>()) {
+    const int64_t r = r0 + WarpRows::Slot();
+    const bool active = r < rows;
+    typename Op::A acc = Op::Identity();
+    for (int64_t s = active ? WarpRows::Lane() : splits; s < splits; s += WarpRows::kSize) {
+      acc = Op::Combine(acc, partials[r * splits + s]);
+    }
+    acc = WarpRows::AllReduce(acc, detail::CombineOp<Op>());
+    if (active && WarpRows::Lane() == 0) y[r] = Io<T>::Store(Op::Finish(acc, n));
+  }
+}
+
+template <typename T, typename Op, typename Index>
+cudaError_t LaunchSplit(const T* x, T* y, int64_t rows, int64_t splits, const Index& index,
+                        void* workspace, cudaStream_t stream) {
+  static_assert(sizeof(typename Op::A) <= kPartialBytes);
+  if (workspace == nullptr) return cudaErrorInvalidValue;
+  auto* partials = static_cast<typename Op::A*>(workspace);
+  const int64_t chunk = (index.n + splits - 1) / splits;
+  ChunkKernel<T, Op, Index><<<dim3(static_cast<unsigned>(splits), static_cast<unsigned>(rows)),
+                              detail::kThreads, 0, stream>>>(x, partials, chunk, index);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  FinishKernel<T, Op><<<detail::BlocksFor<WarpRows>(rows), WarpRows::Block(), 0, stream>>>(
+      partials, splits, y, rows, index.n);
+  return cudaGetLastError();
+}
+
+template <typename T, typename Op>
+cudaError_t ReduceTyped(const void* d_x, void* d_y, const ReduceLayout& layout, void* workspace,
                         cudaStream_t stream) {
   const T* x = static_cast<const T*>(d_x);
   T* y = static_cast<T*>(d_y);
-  int64_t rows = 1;
-  for (int d = 0; d < layout.rank; ++d) rows *= layout.reduced[d] ? 1 : layout.sizes[d];
+  int64_t rows = 1, n = 1;
+  for (int d = 0; d < layout.rank; ++d) (layout.reduced[d] ? n : rows) *= layout.sizes[d];
   if (rows == 0) return cudaSuccess;
+  const int64_t splits = kIsLogSumExp<Op> ? 1 : SplitsFor(rows, n);
   const auto launch = [&](auto group, const auto& index) {
+    if constexpr (!kIsLogSumExp<Op>) {
+      if (splits > 1) return LaunchSplit<T, Op>(x, y, rows, splits, index, workspace, stream);
+    }
     return LaunchReduce<T, Op, decltype(group)>(x, y, rows, index, stream);
   };
   OuterReduceInner view;
@@ -139,8 +204,9 @@ cudaError_t ReduceTyped(const void* d_x, void* d_y, const ReduceLayout& layout,
 template <template <typename> class OpOf>
 struct ForOp {
   template <typename T>
-  static cudaError_t Run(const void* x, void* y, const ReduceLayout& layout, cudaStream_t stream) {
-    return ReduceTyped<T, OpOf<ComputeOf<T>>>(x, y, layout, stream);
+  static cudaError_t Run(const void* x, void* y, const ReduceLayout& layout, void* workspace,
+                         cudaStream_t stream) {
+    return ReduceTyped<T, OpOf<ComputeOf<T>>>(x, y, layout, workspace, stream);
   }
 };
 
@@ -148,25 +214,27 @@ struct ForOp {
 // kSmallInts.
 template <typename Launch, bool kSmallInts>
 cudaError_t DispatchReduce(ElemType type, const void* x, void* y, const ReduceLayout& layout,
-                           cudaStream_t stream) {
+                           void* workspace, cudaStream_t stream) {
   switch (type) {
     case ElemType::kFloat:
-      return Launch::template Run<float>(x, y, layout, stream);
+      return Launch::template Run<float>(x, y, layout, workspace, stream);
     case ElemType::kFloat16:
-      return Launch::template Run<__half>(x, y, layout, stream);
+      return Launch::template Run<__half>(x, y, layout, workspace, stream);
     case ElemType::kBFloat16:
-      return Launch::template Run<__nv_bfloat16>(x, y, layout, stream);
+      return Launch::template Run<__nv_bfloat16>(x, y, layout, workspace, stream);
     case ElemType::kDouble:
-      return Launch::template Run<double>(x, y, layout, stream);
+      return Launch::template Run<double>(x, y, layout, workspace, stream);
     case ElemType::kInt32:
-      return Launch::template Run<int32_t>(x, y, layout, stream);
+      return Launch::template Run<int32_t>(x, y, layout, workspace, stream);
     case ElemType::kInt64:
-      return Launch::template Run<int64_t>(x, y, layout, stream);
+      return Launch::template Run<int64_t>(x, y, layout, workspace, stream);
     case ElemType::kInt8:
-      if constexpr (kSmallInts) return Launch::template Run<int8_t>(x, y, layout, stream);
+      if constexpr (kSmallInts)
+        return Launch::template Run<int8_t>(x, y, layout, workspace, stream);
       return cudaErrorNotSupported;
     case ElemType::kUint8:
-      if constexpr (kSmallInts) return Launch::template Run<uint8_t>(x, y, layout, stream);
+      if constexpr (kSmallInts)
+        return Launch::template Run<uint8_t>(x, y, layout, workspace, stream);
       return cudaErrorNotSupported;
     default:
       return cudaErrorNotSupported;
@@ -175,8 +243,20 @@ cudaError_t DispatchReduce(ElemType type, const void* x, void* y, const ReduceLa
 
 }  // namespace
 
+size_t ReduceWorkspaceBytes(const int64_t* dims, int rank, const int* axes, int num_axes) {
+  int64_t rows = 1, n = 1;
+  for (int d = 0; d < rank; ++d) {
+    bool reduced = false;
+    for (int a = 0; a < num_axes; ++a) reduced = reduced || axes[a] == d;
+    (reduced ? n : rows) *= dims[d];
+  }
+  const int64_t splits = SplitsFor(rows, n);
+  return splits > 1 ? static_cast<size_t>(rows * splits) * kPartialBytes : 0;
+}
+
 cudaError_t Reduce(ReduceOp op, ElemType type, const void* d_x, void* d_y, const int64_t* dims,
-                   int rank, const int* axes, int num_axes, cudaStream_t stream) {
+                   int rank, const int* axes, int num_axes, void* d_workspace,
+                   cudaStream_t stream) {
   if (rank < 0 || num_axes < 0) return cudaErrorInvalidValue;
   for (int d = 0; d < rank; ++d) {
     if (dims[d] < 0) return cudaErrorInvalidValue;
@@ -188,25 +268,28 @@ cudaError_t Reduce(ReduceOp op, ElemType type, const void* d_x, void* d_y, const
   if (!CoalesceReduce(dims, rank, axes, num_axes, &layout)) return cudaErrorInvalidValue;
   switch (op) {
     case ReduceOp::kSum:
-      return DispatchReduce<ForOp<SumReduce>, false>(type, d_x, d_y, layout, stream);
+      return DispatchReduce<ForOp<SumReduce>, false>(type, d_x, d_y, layout, d_workspace, stream);
     case ReduceOp::kSumSquare:
-      return DispatchReduce<ForOp<SumSquareReduce>, false>(type, d_x, d_y, layout, stream);
+      return DispatchReduce<ForOp<SumSquareReduce>, false>(type, d_x, d_y, layout, d_workspace,
+                                                           stream);
     case ReduceOp::kMean:
-      return DispatchReduce<ForOp<MeanReduce>, false>(type, d_x, d_y, layout, stream);
+      return DispatchReduce<ForOp<MeanReduce>, false>(type, d_x, d_y, layout, d_workspace, stream);
     case ReduceOp::kProd:
-      return DispatchReduce<ForOp<ProdReduce>, false>(type, d_x, d_y, layout, stream);
+      return DispatchReduce<ForOp<ProdReduce>, false>(type, d_x, d_y, layout, d_workspace, stream);
     case ReduceOp::kL1:
-      return DispatchReduce<ForOp<L1Reduce>, false>(type, d_x, d_y, layout, stream);
+      return DispatchReduce<ForOp<L1Reduce>, false>(type, d_x, d_y, layout, d_workspace, stream);
     case ReduceOp::kL2:
-      return DispatchReduce<ForOp<L2Reduce>, false>(type, d_x, d_y, layout, stream);
+      return DispatchReduce<ForOp<L2Reduce>, false>(type, d_x, d_y, layout, d_workspace, stream);
     case ReduceOp::kLogSum:
-      return DispatchReduce<ForOp<LogSumReduce>, false>(type, d_x, d_y, layout, stream);
+      return DispatchReduce<ForOp<LogSumReduce>, false>(type, d_x, d_y, layout, d_workspace,
+                                                        stream);
     case ReduceOp::kLogSumExp:
-      return DispatchReduce<ForOp<LogSumExpReduce>, false>(type, d_x, d_y, layout, stream);
+      return DispatchReduce<ForOp<LogSumExpReduce>, false>(type, d_x, d_y, layout, d_workspace,
+                                                           stream);
     case ReduceOp::kMax:
-      return DispatchReduce<ForOp<MaxReduce>, true>(type, d_x, d_y, layout, stream);
+      return DispatchReduce<ForOp<MaxReduce>, true>(type, d_x, d_y, layout, d_workspace, stream);
     case ReduceOp::kMin:
-      return DispatchReduce<ForOp<MinReduce>, true>(type, d_x, d_y, layout, stream);
+      return DispatchReduce<ForOp<MinReduce>, true>(type, d_x, d_y, layout, d_workspace, stream);
   }
   return cudaErrorInvalidValue;
 }

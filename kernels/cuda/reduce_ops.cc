@@ -37,9 +37,19 @@ absl::Status Reduce(KernelContext& context) {
     if (!dims.reduced[d] || dims.keepdims) shape.push_back(dims.reduced[d] ? 1 : x.dim(d));
   }
   AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, shape));
-  const cudaError_t error =
-      cuda::Reduce(kOp, ElemOf(x.dtype()), x.raw(), y->raw(), x.shape().data(), rank,
-                   reduced_axes.data(), static_cast<int>(reduced_axes.size()), StreamOf(context));
+  const int num_axes = static_cast<int>(reduced_axes.size());
+  const size_t workspace_bytes =
+      cuda::ReduceWorkspaceBytes(x.shape().data(), rank, reduced_axes.data(), num_axes);
+  Tensor workspace;
+  if (workspace_bytes > 0) {
+    absl::StatusOr<Tensor> t =
+        context.backend().NewTensor(DType::kUint8, {static_cast<int64_t>(workspace_bytes)});
+    AMPC_RETURN_IF_ERROR(cuda::Labeled(context, t.status()));
+    workspace = *std::move(t);
+  }
+  const cudaError_t error = cuda::Reduce(
+      kOp, ElemOf(x.dtype()), x.raw(), y->raw(), x.shape().data(), rank, reduced_axes.data(),
+      num_axes, workspace_bytes > 0 ? workspace.raw() : nullptr, StreamOf(context));
   if (error == cudaErrorInvalidValue) {
     return NodeError(context, absl::StrCat("reducing axes of shape ", ShapeString(x.shape()),
                                            " alternates kept and reduced dims too often for the "

@@ -66,11 +66,22 @@ struct ReduceShape {
 
 // The launcher's paths: short contiguous rows (a warp each), long ones (a block each), strided
 // rows (inner > 1: 32 to a block; few and long: a block each), reduced dims split by a kept one
-// (general: a warp or a block each), everything, and size-1 dims.
+// (general: a warp or a block each), everything, and size-1 dims; then few long rows, cut into
+// chunks whose partials a second launch combines: a whole tensor, per-channel statistics of an
+// NCHW batch (general), a tall strided column.
 const std::vector<ReduceShape> kReduceShapes = {
-    {{64, 300}, {1}, 0},      {{8, 5000}, {-1}, 1}, {{300, 70}, {0}, 0},
-    {{4, 50, 33}, {1}, 1},    {{5000, 3}, {0}, 0},  {{6, 40, 7}, {0, 2}, 0},
-    {{40, 3, 50}, {0, 2}, 1}, {{3, 4, 5}, {}, 0},   {{5, 1, 9, 1}, {1, 2}, 1},
+    {{64, 300}, {1}, 0},
+    {{8, 5000}, {-1}, 1},
+    {{300, 70}, {0}, 0},
+    {{4, 50, 33}, {1}, 1},
+    {{5000, 3}, {0}, 0},
+    {{6, 40, 7}, {0, 2}, 0},
+    {{40, 3, 50}, {0, 2}, 1},
+    {{3, 4, 5}, {}, 0},
+    {{5, 1, 9, 1}, {1, 2}, 1},
+    {{64, 300}, {}, 0},
+    {{16, 8, 32, 32}, {0, 2, 3}, 1},
+    {{20000, 3}, {0}, 0},
 };
 
 ValueRange ReduceRange(const std::string& op, bool integer) {
