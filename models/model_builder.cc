@@ -85,6 +85,14 @@ onnx::NodeProto* AddNode(onnx::GraphProto* graph, const std::string& op,
   return node;
 }
 
+void AddScalarConstant(onnx::GraphProto* graph, const std::string& name, float value) {
+  onnx::NodeProto* node = AddNode(graph, "Constant", {}, {name}, "/" + name + "/Constant");
+  onnx::TensorProto* tensor =
+      AddAttribute(node, "value", onnx::AttributeProto::TENSOR)->mutable_t();
+  tensor->set_data_type(onnx::TensorProto::FLOAT);
+  tensor->add_float_data(value);
+}
+
 void AddIntAttribute(onnx::NodeProto* node, const std::string& name, int64_t value) {
   AddAttribute(node, name, onnx::AttributeProto::INT)->set_i(value);
 }

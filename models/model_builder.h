@@ -22,6 +22,10 @@ void AddUniformInitializer(onnx::GraphProto* graph, const std::string& name,
 void AddFilledInitializer(onnx::GraphProto* graph, const std::string& name,
                           const std::vector<int64_t>& dims, float value);
 
+// A Constant node (a float tensor of rank 0) writing the scalar `name`: a literal of the forward
+// code, as PyTorch exports one, not an initializer (training would take that for a parameter).
+void AddScalarConstant(onnx::GraphProto* graph, const std::string& name, float value);
+
 // A 1-D int64 initializer, e.g. the shape input of a Reshape.
 void AddInt64Initializer(onnx::GraphProto* graph, const std::string& name,
                          const std::vector<int64_t>& values);

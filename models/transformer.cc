@@ -71,10 +71,10 @@ class TransformerBuilder {
 
   void AddConstants() {
     const int64_t head_dim = o_.hidden / o_.heads;
-    AddFilledInitializer(graph_, kSqrtHeadDim, {}, std::sqrt(static_cast<float>(head_dim)));
-    AddFilledInitializer(graph_, kSqrt2, {}, std::sqrt(2.0f));
-    AddFilledInitializer(graph_, kOne, {}, 1.0f);
-    AddFilledInitializer(graph_, kHalf, {}, 0.5f);
+    AddScalarConstant(graph_, kSqrtHeadDim, std::sqrt(static_cast<float>(head_dim)));
+    AddScalarConstant(graph_, kSqrt2, std::sqrt(2.0f));
+    AddScalarConstant(graph_, kOne, 1.0f);
+    AddScalarConstant(graph_, kHalf, 0.5f);
     // 0 copies the input's dim, so the shapes hold for any batch size.
     AddInt64Initializer(graph_, kSplitHeadsShape, {0, 0, o_.heads, head_dim});
     AddInt64Initializer(graph_, kMergeHeadsShape, {0, 0, o_.hidden});
