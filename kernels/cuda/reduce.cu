@@ -120,16 +120,17 @@ cudaError_t LaunchReduce(const T* x, T* y, int64_t rows, const Index& index, cud
   return cudaGetLastError();
 }
 
-// ---- Few long rows: chunks of a row a block each, then the partials in chunk order ----
+// ---- Few long rows: chunks of a row a block each, then the partials in a fixed order ----
 
-constexpr int64_t kSplitMaxRows = 4096;                 // more rows fill the GPU by themselves
 constexpr int64_t kSplitChunk = 16 * detail::kThreads;  // elements per block, at least
-constexpr int64_t kSplitBlocks = 2048;                  // blocks to aim for (rows * splits at most)
-constexpr size_t kPartialBytes = 8;                     // every Op::A but LogSumExp's fits
+// Blocks to aim for: rows * splits stays within it, so only up to 1024 rows split (more rows
+// fill the GPU as they are).
+constexpr int64_t kSplitBlocks = 2048;
+constexpr size_t kPartialBytes = 8;  // every Op::A but LogSumExp's fits
 
-// Chunks per row; 1: no split.
-int64_t SplitsFor(int64_t rows, int64_t n) {
-  if (rows == 0 || rows > kSplitMaxRows || n < 2 * kSplitChunk) return 1;
+// Chunks per row; 1: no split. LogSumExp (two passes over a row) never splits.
+int64_t SplitsFor(ReduceOp op, int64_t rows, int64_t n) {
+  if (op == ReduceOp::kLogSumExp || rows == 0 || n < 2 * kSplitChunk) return 1;
   return std::min((n + kSplitChunk - 1) / kSplitChunk, std::max<int64_t>(1, kSplitBlocks / rows));
 }
 
@@ -168,7 +169,7 @@ template <typename T, typename Op, typename Index>
 cudaError_t LaunchSplit(const T* x, T* y, int64_t rows, int64_t splits, const Index& index,
                         void* workspace, cudaStream_t stream) {
   static_assert(sizeof(typename Op::A) <= kPartialBytes);
-  if (workspace == nullptr) return cudaErrorInvalidValue;
+  if (workspace == nullptr) return cudaErrorMissingConfiguration;  // a caller's bug
   auto* partials = static_cast<typename Op::A*>(workspace);
   const int64_t chunk = (index.n + splits - 1) / splits;
   ChunkKernel<T, Op, Index><<<dim3(static_cast<unsigned>(splits), static_cast<unsigned>(rows)),
@@ -187,7 +188,7 @@ cudaError_t ReduceTyped(const void* d_x, void* d_y, const ReduceLayout& layout, 
   int64_t rows = 1, n = 1;
   for (int d = 0; d < layout.rank; ++d) (layout.reduced[d] ? n : rows) *= layout.sizes[d];
   if (rows == 0) return cudaSuccess;
-  const int64_t splits = kIsLogSumExp<Op> ? 1 : SplitsFor(rows, n);
+  const int64_t splits = kIsLogSumExp<Op> ? 1 : SplitsFor(ReduceOp::kSum, rows, n);
   const auto launch = [&](auto group, const auto& index) {
     if constexpr (!kIsLogSumExp<Op>) {
       if (splits > 1) return LaunchSplit<T, Op>(x, y, rows, splits, index, workspace, stream);
@@ -243,14 +244,15 @@ cudaError_t DispatchReduce(ElemType type, const void* x, void* y, const ReduceLa
 
 }  // namespace
 
-size_t ReduceWorkspaceBytes(const int64_t* dims, int rank, const int* axes, int num_axes) {
+size_t ReduceWorkspaceBytes(ReduceOp op, const int64_t* dims, int rank, const int* axes,
+                            int num_axes) {
   int64_t rows = 1, n = 1;
   for (int d = 0; d < rank; ++d) {
     bool reduced = false;
     for (int a = 0; a < num_axes; ++a) reduced = reduced || axes[a] == d;
     (reduced ? n : rows) *= dims[d];
   }
-  const int64_t splits = SplitsFor(rows, n);
+  const int64_t splits = SplitsFor(op, rows, n);
   return splits > 1 ? static_cast<size_t>(rows * splits) * kPartialBytes : 0;
 }
 

@@ -29,9 +29,11 @@ namespace ampc::cuda {
 // int64; kMax and kMin also int8 and uint8. cudaErrorInvalidValue when the dims, coalesced, still
 // alternate between kept and reduced over more than kMaxReduceDims runs.
 // Few long rows (a whole-tensor sum, per-channel statistics) are cut into chunks, a block each,
-// whose partial results a second launch combines in chunk order: d_workspace must then hold
-// ReduceWorkspaceBytes(...) bytes (0: no workspace, d_workspace may be null).
-size_t ReduceWorkspaceBytes(const int64_t* dims, int rank, const int* axes, int num_axes);
+// whose partial results a second launch combines in a fixed order: d_workspace must then hold
+// ReduceWorkspaceBytes(...) bytes (0: no workspace, d_workspace may be null;
+// cudaErrorMissingConfiguration when it is null but needed).
+size_t ReduceWorkspaceBytes(ReduceOp op, const int64_t* dims, int rank, const int* axes,
+                            int num_axes);
 cudaError_t Reduce(ReduceOp op, ElemType type, const void* d_x, void* d_y, const int64_t* dims,
                    int rank, const int* axes, int num_axes, void* d_workspace, cudaStream_t stream);
 

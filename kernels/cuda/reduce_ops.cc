@@ -39,7 +39,7 @@ absl::Status Reduce(KernelContext& context) {
   AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, shape));
   const int num_axes = static_cast<int>(reduced_axes.size());
   const size_t workspace_bytes =
-      cuda::ReduceWorkspaceBytes(x.shape().data(), rank, reduced_axes.data(), num_axes);
+      cuda::ReduceWorkspaceBytes(kOp, x.shape().data(), rank, reduced_axes.data(), num_axes);
   Tensor workspace;
   if (workspace_bytes > 0) {
     absl::StatusOr<Tensor> t =

@@ -129,8 +129,9 @@ TEST(CudaReduceParityTest, ReductionsInFp16Bf16AndDouble) {
   AMPC_SKIP_WITHOUT_GPU();
   for (const std::string type : {"float16", "bfloat16", "double"}) {
     for (const std::string& op : kReductions) {
-      for (const ReduceShape& s : {kReduceShapes[0], kReduceShapes[1], kReduceShapes[3],
-                                   kReduceShapes[4], kReduceShapes[5]}) {
+      for (const ReduceShape& s :
+           {kReduceShapes[0], kReduceShapes[1], kReduceShapes[3], kReduceShapes[4],
+            kReduceShapes[5], kReduceShapes[9], kReduceShapes[10]}) {
         Check(ReduceCase(op, type, s));
       }
     }
