@@ -176,6 +176,12 @@ AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnFindConvolutionForwardAlgori
               const cudnnTensorDescriptor_t y, const int requested, int* returned,
               cudnnConvolutionFwdAlgoPerf_t* perf),
              (handle, x, w, conv, y, requested, returned, perf))
+AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnGetConvolutionForwardAlgorithm_v7,
+             (cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
+              const cudnnFilterDescriptor_t w, const cudnnConvolutionDescriptor_t conv,
+              const cudnnTensorDescriptor_t y, const int requested, int* returned,
+              cudnnConvolutionFwdAlgoPerf_t* perf),
+             (handle, x, w, conv, y, requested, returned, perf))
 AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnGetConvolutionForwardWorkspaceSize,
              (cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
               const cudnnFilterDescriptor_t w, const cudnnConvolutionDescriptor_t conv,
@@ -197,6 +203,12 @@ AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnFindConvolutionBackwardDataA
               const cudnnTensorDescriptor_t dx, const int requested, int* returned,
               cudnnConvolutionBwdDataAlgoPerf_t* perf),
              (handle, w, dy, conv, dx, requested, returned, perf))
+AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnGetConvolutionBackwardDataAlgorithm_v7,
+             (cudnnHandle_t handle, const cudnnFilterDescriptor_t w,
+              const cudnnTensorDescriptor_t dy, const cudnnConvolutionDescriptor_t conv,
+              const cudnnTensorDescriptor_t dx, const int requested, int* returned,
+              cudnnConvolutionBwdDataAlgoPerf_t* perf),
+             (handle, w, dy, conv, dx, requested, returned, perf))
 AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnGetConvolutionBackwardDataWorkspaceSize,
              (cudnnHandle_t handle, const cudnnFilterDescriptor_t w,
               const cudnnTensorDescriptor_t dy, const cudnnConvolutionDescriptor_t conv,
@@ -213,6 +225,12 @@ AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnConvolutionBackwardData,
 AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnGetConvolutionBackwardFilterAlgorithmMaxCount,
              (cudnnHandle_t handle, int* count), (handle, count))
 AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnFindConvolutionBackwardFilterAlgorithm,
+             (cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
+              const cudnnTensorDescriptor_t dy, const cudnnConvolutionDescriptor_t conv,
+              const cudnnFilterDescriptor_t dw, const int requested, int* returned,
+              cudnnConvolutionBwdFilterAlgoPerf_t* perf),
+             (handle, x, dy, conv, dw, requested, returned, perf))
+AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnGetConvolutionBackwardFilterAlgorithm_v7,
              (cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
               const cudnnTensorDescriptor_t dy, const cudnnConvolutionDescriptor_t conv,
               const cudnnFilterDescriptor_t dw, const int requested, int* returned,

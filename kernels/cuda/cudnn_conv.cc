@@ -1,5 +1,6 @@
 #include "kernels/cuda/cudnn_conv.h"
 
+#include <cuda_runtime_api.h>
 #include <cudnn.h>
 
 #include <algorithm>
@@ -175,18 +176,23 @@ bool Acceptable(const Perf& perf, ElemType type, bool deterministic) {
          (!deterministic || perf.determinism == CUDNN_DETERMINISTIC);
 }
 
-// The first acceptable result of cuDNN's ranking (`get`: the cudnnFind*Algorithm call, which
-// times every algorithm on the device, fastest first, as PyTorch's cudnn.benchmark does) whose
-// workspace (`workspace_of`:
-// the cudnnGet*WorkspaceSize call) is within the cap: a deterministic one if cuDNN has any (the
-// backward ALGO_0 and ALGO_3 add with atomics), else the fastest other.
+// The first acceptable result of cuDNN's ranking (`get`: cudnnFind*Algorithm, which times every
+// algorithm on the device, fastest first, as PyTorch's cudnn.benchmark does; where it fails,
+// e.g. for want of memory for its own buffers, the heuristic ranking of cudnnGet*Algorithm_v7)
+// whose workspace (`workspace_of`: the cudnnGet*WorkspaceSize call) is within the cap: a
+// deterministic one if cuDNN has any (the backward ALGO_0 and ALGO_3 add with atomics), else the
+// fastest other. Timing picks per process: two processes may choose different algorithms for a
+// shape, and their results may then differ in the last bits.
 template <typename Perf, typename Get, typename WorkspaceOf>
 absl::StatusOr<Choice> Rank(Descriptors& d, ElemType type, int max_count, Get get,
                             WorkspaceOf workspace_of) {
   std::vector<Perf> perf(static_cast<size_t>(std::max(max_count, 1)));
   int returned = 0;
-  AMPC_RETURN_IF_ERROR(Check(get(static_cast<int>(perf.size()), &returned, perf.data()),
-                             "cudnnFindConvolution*Algorithm"));
+  AMPC_RETURN_IF_ERROR(
+      Check(get(static_cast<int>(perf.size()), &returned, perf.data()),
+            "cudnnFindConvolution*Algorithm and cudnnGetConvolution*Algorithm_v7"));
+  // An allocation cudnnFind* failed must not surface as the next kernel launch's error.
+  cudaGetLastError();
   for (const bool deterministic : {true, false}) {
     for (int i = 0; i < returned; ++i) {
       if (!Acceptable(perf[i], type, deterministic)) continue;
@@ -214,8 +220,11 @@ absl::StatusOr<Choice> Choose(cudnnHandle_t h, Direction direction, Descriptors&
       return Rank<cudnnConvolutionFwdAlgoPerf_t>(
           d, type, max_count,
           [&](int n, int* returned, cudnnConvolutionFwdAlgoPerf_t* perf) {
-            return cudnnFindConvolutionForwardAlgorithm(h, d.x, d.w, d.conv, d.y, n, returned,
-                                                        perf);
+            const cudnnStatus_t found =
+                cudnnFindConvolutionForwardAlgorithm(h, d.x, d.w, d.conv, d.y, n, returned, perf);
+            return found == CUDNN_STATUS_SUCCESS ? found
+                                                 : cudnnGetConvolutionForwardAlgorithm_v7(
+                                                       h, d.x, d.w, d.conv, d.y, n, returned, perf);
           },
           [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
             return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, algo, bytes);
@@ -226,8 +235,11 @@ absl::StatusOr<Choice> Choose(cudnnHandle_t h, Direction direction, Descriptors&
       return Rank<cudnnConvolutionBwdDataAlgoPerf_t>(
           d, type, max_count,
           [&](int n, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
-            return cudnnFindConvolutionBackwardDataAlgorithm(h, d.w, d.y, d.conv, d.x, n, returned,
-                                                             perf);
+            const cudnnStatus_t found = cudnnFindConvolutionBackwardDataAlgorithm(
+                h, d.w, d.y, d.conv, d.x, n, returned, perf);
+            return found == CUDNN_STATUS_SUCCESS ? found
+                                                 : cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                                                       h, d.w, d.y, d.conv, d.x, n, returned, perf);
           },
           [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
             return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, algo,
@@ -239,8 +251,11 @@ absl::StatusOr<Choice> Choose(cudnnHandle_t h, Direction direction, Descriptors&
       return Rank<cudnnConvolutionBwdFilterAlgoPerf_t>(
           d, type, max_count,
           [&](int n, int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
-            return cudnnFindConvolutionBackwardFilterAlgorithm(h, d.x, d.y, d.conv, d.w, n,
-                                                               returned, perf);
+            const cudnnStatus_t found = cudnnFindConvolutionBackwardFilterAlgorithm(
+                h, d.x, d.y, d.conv, d.w, n, returned, perf);
+            return found == CUDNN_STATUS_SUCCESS ? found
+                                                 : cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                                                       h, d.x, d.y, d.conv, d.w, n, returned, perf);
           },
           [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
             return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, algo,
