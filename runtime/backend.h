@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -36,6 +37,10 @@ class Backend {
   // Copies between host memory and a tensor of this backend (same byte count).
   virtual absl::Status CopyFromHost(const void* host, Tensor& tensor) = 0;
   virtual absl::Status CopyToHost(const Tensor& tensor, void* host) = 0;
+  // Copies tensors[i] (of this backend, or in host memory) to hosts[i], all of them, and waits
+  // once for the lot (CopyToHost waits for each). The default copies them one at a time.
+  virtual absl::Status CopyAllToHost(std::span<const Tensor* const> tensors,
+                                     std::span<void* const> hosts);
 
   // Waits until all queued work is done (a no-op on the CPU).
   virtual absl::Status Synchronize() = 0;

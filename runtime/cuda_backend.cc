@@ -1,7 +1,10 @@
 #include "runtime/cuda_backend.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/device.h"
+#include "runtime/status_macros.h"
 
 namespace ampc {
 
@@ -31,6 +34,7 @@ CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
   shared_.clear();
   for (void* data : cache_.Drain()) cudaFree(data);
+  if (pinned_ != nullptr) cudaFreeHost(pinned_);
   cudaStreamDestroy(stream_);
 }
 
@@ -62,6 +66,39 @@ absl::Status CudaBackend::CopyToHost(const Tensor& tensor, void* host) {
     return s;
   }
   return Synchronize();
+}
+
+absl::Status CudaBackend::CopyAllToHost(std::span<const Tensor* const> tensors,
+                                        std::span<void* const> hosts) {
+  constexpr size_t kAlign = 16;
+  size_t total = 0;
+  for (const Tensor* t : tensors) total += (t->bytes() + kAlign - 1) / kAlign * kAlign;
+  if (total > pinned_bytes_) {
+    if (pinned_ != nullptr) cudaFreeHost(pinned_);
+    pinned_ = nullptr;
+    pinned_bytes_ = 0;
+    void* pinned = nullptr;
+    AMPC_RETURN_IF_ERROR(Check(cudaMallocHost(&pinned, total), "allocating pinned host memory"));
+    pinned_ = static_cast<char*>(pinned);
+    pinned_bytes_ = total;
+  }
+  size_t offset = 0;
+  for (const Tensor* t : tensors) {
+    if (!InHostMemory(*t)) {
+      AMPC_RETURN_IF_ERROR(Check(
+          cudaMemcpyAsync(pinned_ + offset, t->raw(), t->bytes(), cudaMemcpyDeviceToHost, stream_),
+          "copying from the GPU"));
+    }
+    offset += (t->bytes() + kAlign - 1) / kAlign * kAlign;
+  }
+  AMPC_RETURN_IF_ERROR(Synchronize());
+  offset = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = *tensors[i];
+    std::memcpy(hosts[i], InHostMemory(t) ? t.raw() : pinned_ + offset, t.bytes());
+    offset += (t.bytes() + kAlign - 1) / kAlign * kAlign;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CudaBackend::Synchronize() {

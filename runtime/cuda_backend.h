@@ -29,6 +29,9 @@ class CudaBackend final : public Backend {
   absl::Status CopyFromHost(const void* host, Tensor& tensor) override;
   // Waits for the queued work that produces `tensor`.
   absl::Status CopyToHost(const Tensor& tensor, void* host) override;
+  // Through one pinned staging buffer: the copies are queued, then one synchronisation.
+  absl::Status CopyAllToHost(std::span<const Tensor* const> tensors,
+                             std::span<void* const> hosts) override;
   absl::Status Synchronize() override;
   MemoryStats memory_stats() const override { return cache_.stats(); }
   void ResetPeak() override { cache_.ResetPeak(); }
@@ -62,6 +65,8 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_;
   BufferCache cache_;
   uint64_t host_copies_ = 0;
+  char* pinned_ = nullptr;  // CopyAllToHost's staging buffer (cudaMallocHost)
+  size_t pinned_bytes_ = 0;
   std::map<std::type_index, std::shared_ptr<void>> shared_;
 };
 

@@ -73,6 +73,18 @@ absl::StatusOr<Tensor> ToHost(const Tensor& tensor) {
   return host;
 }
 
+absl::Status Backend::CopyAllToHost(std::span<const Tensor* const> tensors,
+                                    std::span<void* const> hosts) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (InHostMemory(*tensors[i])) {
+      std::memcpy(hosts[i], tensors[i]->raw(), tensors[i]->bytes());
+    } else if (absl::Status status = CopyToHost(*tensors[i], hosts[i]); !status.ok()) {
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Tensor> OnBackend(const Tensor& tensor, Backend& backend) {
   if (tensor.backend() == &backend || (tensor.backend() == nullptr && backend.name() == "cpu")) {
     return tensor;

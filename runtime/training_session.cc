@@ -57,21 +57,42 @@ absl::StatusOr<onnx::GraphProto> InferGraph(
   return std::move(*inferred);
 }
 
-// The first element of a tensor as a double (loss, scale and counters are scalars).
-absl::StatusOr<double> ScalarValue(const Tensor& tensor, const std::string& name) {
-  if (tensor.size() < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("'", name, "' is empty"));
-  }
-  AMPC_ASSIGN_OR_RETURN(Tensor host, ToHost(tensor));
-  double value = 0;
-  const bool numeric = Dispatch<AMPC_ALL_TYPES>(host.dtype(), [&]<typename T>() {
-    value = static_cast<double>(Compute<T>::Load(host.data<T>()[0]));
-  });
-  if (!numeric) {
+// A value read back as a scalar: its tensor and its name (for errors).
+struct NamedScalar {
+  const Tensor* tensor;
+  std::string name;
+};
+
+// Why `tensor` cannot be read as a scalar (loss, scale and counters are), or OK.
+absl::Status CheckScalar(const Tensor& tensor, const std::string& name) {
+  if (tensor.size() < 1) return absl::InvalidArgumentError(absl::StrCat("'", name, "' is empty"));
+  if (!Dispatch<AMPC_ALL_TYPES>(tensor.dtype(), []<typename T>() {})) {
     return absl::InvalidArgumentError(
-        absl::StrCat("'", name, "' is ", host.TypeString(), ", not a number"));
+        absl::StrCat("'", name, "' is ", tensor.TypeString(), ", not a number"));
   }
-  return value;
+  return absl::OkStatus();
+}
+
+// The first element of each value as a double, copied to the host with one wait.
+absl::StatusOr<std::vector<double>> ScalarValues(Backend& backend,
+                                                 const std::vector<NamedScalar>& values) {
+  std::vector<Tensor> hosts;
+  std::vector<const Tensor*> sources;
+  std::vector<void*> targets;
+  for (const NamedScalar& v : values) {
+    AMPC_RETURN_IF_ERROR(CheckScalar(*v.tensor, v.name));
+    hosts.push_back(Tensor::Host(v.tensor->dtype(), v.tensor->shape()));
+    sources.push_back(v.tensor);
+    targets.push_back(hosts.back().raw());
+  }
+  AMPC_RETURN_IF_ERROR(backend.CopyAllToHost(sources, targets));
+  std::vector<double> scalars;
+  for (const Tensor& host : hosts) {
+    Dispatch<AMPC_ALL_TYPES>(host.dtype(), [&]<typename T>() {
+      scalars.push_back(static_cast<double>(Compute<T>::Load(host.data<T>()[0])));
+    });
+  }
+  return scalars;
 }
 
 }  // namespace
@@ -279,7 +300,7 @@ absl::StatusOr<std::vector<Tensor>> TrainingSession::AlgorithmFeeds(const NamedT
   return feeds;
 }
 
-absl::StatusOr<StepResult> TrainingSession::Step(const NamedTensors& inputs, float lr) {
+absl::Status TrainingSession::Run(const NamedTensors& inputs, float lr) {
   AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> feeds, AlgorithmFeeds(inputs, lr));
   AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, algorithm_->Run(feeds, algorithm_outer_));
   for (const auto& [state, output] : bindings_) {
@@ -290,44 +311,62 @@ absl::StatusOr<StepResult> TrainingSession::Step(const NamedTensors& inputs, flo
           "': ", state_[state].TypeString(), " cannot take ", next.TypeString()));
     }
   }
-  StepResult result;
-  AMPC_ASSIGN_OR_RETURN(double loss, ScalarValue(outputs[loss_output_], loss_name_));
-  result.loss = static_cast<float>(loss);
-  if (applied_output_ >= 0) {
-    AMPC_ASSIGN_OR_RETURN(double applied, ScalarValue(outputs[applied_output_], "ampc.applied"));
-    result.applied = applied != 0;
-  }
-  if (norm_output_ >= 0) {
-    AMPC_ASSIGN_OR_RETURN(double norm, ScalarValue(outputs[norm_output_], "ampc.grad_norm"));
-    result.grad_norm = static_cast<float>(norm);
-  }
+  AMPC_RETURN_IF_ERROR(CheckScalar(outputs[loss_output_], loss_name_));
+  last_loss_ = outputs[loss_output_];
+  last_applied_ = applied_output_ >= 0 ? outputs[applied_output_] : Tensor();
+  last_norm_ = norm_output_ >= 0 ? outputs[norm_output_] : Tensor();
   for (auto& [state, output] : bindings_) state_[state] = std::move(outputs[output]);
-  AMPC_ASSIGN_OR_RETURN(StepResult counters, Counters());
-  result.scale = counters.scale;
-  result.step = counters.step;
-  result.skipped_steps = counters.skipped_steps;
-  result.consecutive_skips = counters.consecutive_skips;
-  result.micro_step = counters.micro_step;
-  return result;
+  return absl::OkStatus();
 }
 
-absl::StatusOr<StepResult> TrainingSession::Counters() const {
-  StepResult result;
-  auto read = [&](const char* name, double fallback) -> absl::StatusOr<double> {
+absl::StatusOr<StepResult> TrainingSession::Step(const NamedTensors& inputs, float lr) {
+  AMPC_RETURN_IF_ERROR(Run(inputs, lr));
+  return LastStep();
+}
+
+absl::StatusOr<StepResult> TrainingSession::LastStep() const {
+  if (last_loss_.empty()) return absl::FailedPreconditionError("no training step has run");
+  return ReadBack(true);
+}
+
+absl::StatusOr<StepResult> TrainingSession::Counters() const { return ReadBack(false); }
+
+absl::StatusOr<StepResult> TrainingSession::ReadBack(bool with_last_step) const {
+  std::vector<NamedScalar> values;
+  if (with_last_step) {
+    values.push_back({&last_loss_, loss_name_});
+    if (!last_applied_.empty()) values.push_back({&last_applied_, "ampc.applied"});
+    if (!last_norm_.empty()) values.push_back({&last_norm_, "ampc.grad_norm"});
+  }
+  const char* const counters[] = {"ampc.scale", "ampc.step", "ampc.skipped_steps",
+                                  "ampc.consecutive_skips", "ampc.micro_step"};
+  for (const char* name : counters) {
     auto it = state_index_.find(name);
-    if (it == state_index_.end()) return fallback;
-    return ScalarValue(state_[it->second], name);
-  };
-  AMPC_ASSIGN_OR_RETURN(double scale, read("ampc.scale", 1));
-  AMPC_ASSIGN_OR_RETURN(double step, read("ampc.step", 0));
-  AMPC_ASSIGN_OR_RETURN(double skipped, read("ampc.skipped_steps", 0));
-  AMPC_ASSIGN_OR_RETURN(double consecutive, read("ampc.consecutive_skips", 0));
-  AMPC_ASSIGN_OR_RETURN(double micro_step, read("ampc.micro_step", 0));
-  result.micro_step = static_cast<int64_t>(micro_step);
-  result.scale = static_cast<float>(scale);
-  result.step = static_cast<int64_t>(step);
-  result.skipped_steps = static_cast<int64_t>(skipped);
-  result.consecutive_skips = static_cast<int64_t>(consecutive);
+    if (it != state_index_.end()) values.push_back({&state_[it->second], name});
+  }
+  AMPC_ASSIGN_OR_RETURN(const std::vector<double> scalars, ScalarValues(backend_, values));
+  StepResult result;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::string& name = values[i].name;
+    const double v = scalars[i];
+    if (with_last_step && i == 0) {
+      result.loss = static_cast<float>(v);
+    } else if (name == "ampc.applied") {
+      result.applied = v != 0;
+    } else if (name == "ampc.grad_norm") {
+      result.grad_norm = static_cast<float>(v);
+    } else if (name == "ampc.scale") {
+      result.scale = static_cast<float>(v);
+    } else if (name == "ampc.step") {
+      result.step = static_cast<int64_t>(v);
+    } else if (name == "ampc.skipped_steps") {
+      result.skipped_steps = static_cast<int64_t>(v);
+    } else if (name == "ampc.consecutive_skips") {
+      result.consecutive_skips = static_cast<int64_t>(v);
+    } else if (name == "ampc.micro_step") {
+      result.micro_step = static_cast<int64_t>(v);
+    }
+  }
   return result;
 }
 

@@ -66,8 +66,14 @@ class TrainingSession {
   const std::string& loss_name() const { return loss_name_; }
 
   // One training step with learning rate `lr`. `inputs` must hold every data input; on error
-  // the state is unchanged.
+  // the state is unchanged. Step = Run + LastStep.
   absl::StatusOr<StepResult> Step(const NamedTensors& inputs, float lr);
+  // The step without reading anything back: on a device it only queues work (no wait for the
+  // device, so the host prepares the next batch meanwhile).
+  absl::Status Run(const NamedTensors& inputs, float lr);
+  // What the last step did (its loss, applied flag, norm) and the counters after it, copied to
+  // the host with one wait; FailedPrecondition before any step.
+  absl::StatusOr<StepResult> LastStep() const;
 
   // Runs one step on `inputs` without changing the state, keeping every floating-point value,
   // and says where inf or NaN first appear (for the error after too many skipped steps).
@@ -102,6 +108,8 @@ class TrainingSession {
   absl::StatusOr<std::vector<Tensor*>> OuterValues(const GraphExecutor& executor,
                                                    const std::string& graph_name);
   absl::StatusOr<Tensor> Feed(const ValueSpec& spec, const Tensor& tensor) const;
+  // The counters, and with `with_last_step` the last step's outputs, in one copy to the host.
+  absl::StatusOr<StepResult> ReadBack(bool with_last_step) const;
   // The algorithm's inputs in order: `inputs` and the learning rate.
   absl::StatusOr<std::vector<Tensor>> AlgorithmFeeds(const NamedTensors& inputs, float lr) const;
 
@@ -123,6 +131,7 @@ class TrainingSession {
   std::vector<ValueSpec> data_inputs_;
   std::vector<std::pair<int, int>> bindings_;  // (state index, algorithm output index)
   int loss_output_ = -1, applied_output_ = -1, norm_output_ = -1;
+  Tensor last_loss_, last_applied_, last_norm_;  // the last step's (empty before one)
   std::string loss_name_;
 
   std::unique_ptr<GraphExecutor> inference_;

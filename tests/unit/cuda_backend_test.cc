@@ -38,6 +38,30 @@ TEST(CudaBackendTest, CopiesRoundTripAndFreedBuffersAreReused) {
   EXPECT_EQ(stats.reuses, 1u);
 }
 
+// Device tensors of several sizes and a host tensor, in one call (one wait), twice: the staging
+// buffer grows for the second, larger set.
+TEST(CudaBackendTest, CopyAllToHostCopiesDeviceAndHostTensors) {
+  AMPC_SKIP_WITHOUT_GPU();
+  auto backend = CudaBackend::Create(0);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  for (const int64_t n : {int64_t{3}, int64_t{1000}}) {
+    std::vector<float> a(n), b(7);
+    for (int64_t i = 0; i < n; ++i) a[i] = static_cast<float>(i) * 0.5f;
+    for (int i = 0; i < 7; ++i) b[i] = -static_cast<float>(i);
+    const Tensor host_a = testing::Floats({n}, a), host_b = testing::Floats({7}, b);
+    auto device_a = OnBackend(host_a, **backend);
+    auto device_b = OnBackend(host_b, **backend);
+    ASSERT_TRUE(device_a.ok() && device_b.ok());
+    std::vector<float> got_a(n), got_b(7), got_host(7);
+    const Tensor* tensors[] = {&*device_a, &host_b, &*device_b};
+    void* hosts[] = {got_a.data(), got_host.data(), got_b.data()};
+    ASSERT_TRUE((*backend)->CopyAllToHost(tensors, hosts).ok());
+    EXPECT_EQ(got_a, a);
+    EXPECT_EQ(got_host, b);
+    EXPECT_EQ(got_b, b);
+  }
+}
+
 TEST(CudaBackendTest, NoSuchDeviceIsAClearError) {
   auto backend = CudaBackend::Create(1000);
   ASSERT_FALSE(backend.ok());

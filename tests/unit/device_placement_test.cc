@@ -153,6 +153,21 @@ TEST(DevicePlacementTest, HostInputsGetHostTensorsAndDeviceKernelsDeviceTensors)
   EXPECT_EQ((*outputs)[0].backend(), &device);
 }
 
+// Backend's default CopyAllToHost: a download per device tensor, a plain copy of a host one.
+TEST(DevicePlacementTest, CopyAllToHostDownloadsOnlyDeviceTensors) {
+  FakeDevice device;
+  const Tensor host = testing::Floats({2}, {1, 2});
+  auto on_device = OnBackend(testing::Floats({3}, {3, 4, 5}), device);
+  ASSERT_TRUE(on_device.ok());
+  std::vector<float> a(2), b(3);
+  const Tensor* tensors[] = {&host, &*on_device};
+  void* hosts[] = {a.data(), b.data()};
+  ASSERT_TRUE(device.CopyAllToHost(tensors, hosts).ok());
+  EXPECT_EQ(a, (std::vector<float>{1, 2}));
+  EXPECT_EQ(b, (std::vector<float>{3, 4, 5}));
+  EXPECT_EQ(device.downloads, 1);
+}
+
 TEST(DevicePlacementTest, ConstantNodeErrorsNameTheNode) {
   FakeDevice device;
   const KernelRegistry registry = FakeRegistry();

@@ -109,6 +109,35 @@ TEST(TrainingSessionTest, StepsMatchAPlainReferenceAndTheLossDecreases) {
   EXPECT_NEAR(Values<float>(*mw)[0], reference.mw[0], 1e-4f);
 }
 
+// Run queues a step without reading anything back; LastStep reads it: the same results and
+// state as Step, step by step, against the plain reference.
+TEST(TrainingSessionTest, RunThenLastStepIsStep) {
+  CpuBackend backend(1);
+  auto session = MakeSession(testing::LinearRegressionTrainingModel(), backend);
+  ASSERT_NE(session, nullptr);
+  auto before = session->LastStep();
+  EXPECT_EQ(before.status().code(), absl::StatusCode::kFailedPrecondition);
+  Reference reference;
+  for (int i = 0; i < 5; ++i) {
+    const float expected_loss = reference.Step(0.05f);
+    ASSERT_TRUE(session->Run(Batch(), 0.05f).ok());
+    auto result = session->LastStep();
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_NEAR(result->loss, expected_loss, 1e-5f * (1 + expected_loss)) << "step " << i;
+    EXPECT_TRUE(result->applied);
+    EXPECT_EQ(result->step, i + 1);
+    EXPECT_EQ(result->scale, 4.0f);
+    auto again = session->LastStep();  // reading changes nothing
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->loss, result->loss);
+    EXPECT_EQ(again->step, result->step);
+  }
+  auto w = session->State("w");
+  ASSERT_TRUE(w.ok());
+  EXPECT_NEAR(Values<float>(*w)[0], reference.w[0], 1e-4f);
+  EXPECT_NEAR(Values<float>(*w)[1], reference.w[1], 1e-4f);
+}
+
 TEST(TrainingSessionTest, GradNormIsTheNormOfTheUnscaledGradients) {
   CpuBackend backend(1);
   auto session = MakeSession(testing::LinearRegressionTrainingModel(), backend);
