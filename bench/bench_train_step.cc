@@ -9,8 +9,9 @@
 // ones; each timed step is TrainingSession::Step, which ends when its loss is on the host, so a
 // step's time is its whole device time. Prints one JSON line: median/min/max ms, steps, device,
 // steps applied and skipped, first and last loss, and the host-to-device copies per step (the
-// batch's inputs; anything more is a host round trip the step should not make). --profile runs
-// 10 more steps after the timed ones with each node of the step graph timed (CUDA events on the
+// batch's inputs; anything more is a host round trip the step should not make), and
+// unsynced_ms_per_step: S more steps queued with nothing read back until the last, over S.
+// --profile runs 10 more steps with each node of the step graph timed (CUDA events on the
 // backend's stream; the host clock on the CPU) and adds "profile": milliseconds per step by op
 // type, the 12 largest, and "profiled_ms", the sum over every op.
 // Exit 2 on a bad command line, 1 when the model cannot be loaded or trained.
@@ -211,6 +212,13 @@ absl::Status Bench(const Options& options) {
   }
   const double copies =
       static_cast<double>(HostCopies(*backend) - copies_before) / static_cast<double>(ms.size());
+  // The same number of steps queued back to back (TrainingSession::Run, nothing read back),
+  // then one LastStep: the step time when the host waits for the device once per S steps.
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < options.steps; ++i) AMPC_RETURN_IF_ERROR(session->Run(batch, 1e-3f));
+  AMPC_RETURN_IF_ERROR(session->LastStep().status());
+  const std::chrono::duration<double, std::milli> queued = std::chrono::steady_clock::now() - start;
+  const double unsynced = queued.count() / options.steps;
   std::string profile;
   if (options.profile) {
     AMPC_ASSIGN_OR_RETURN(profile, Profile(*session, *backend, batch));
@@ -221,9 +229,9 @@ absl::Status Bench(const Options& options) {
   std::cout << absl::StrFormat(
       "{\"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"steps\": %d, \"device\": "
       "\"%s\", \"applied\": %d, \"skipped\": %d, \"first_loss\": %.6g, \"last_loss\": %.6g, "
-      "\"host_copies_per_step\": %.2f%s}\n",
+      "\"host_copies_per_step\": %.2f, \"unsynced_ms_per_step\": %.4f%s}\n",
       median, ms.front(), ms.back(), static_cast<int>(n), backend->name(), applied,
-      static_cast<int>(n) - applied, first_loss, last_loss, copies, profile);
+      static_cast<int>(n) - applied, first_loss, last_loss, copies, unsynced, profile);
   return absl::OkStatus();
 }
 

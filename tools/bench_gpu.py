@@ -585,8 +585,9 @@ def ratio(a: float | None, b: float | None) -> str:
 
 def model_table_md(name: str, runs: dict) -> list[str]:
     lines = ["| dtype | ampc median ms | torch eager median ms | ampc/torch | AMP speedup over "
-             "FP32 (ampc, torch) | host copies per step | applied/skipped |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "FP32 (ampc, torch) | host copies per step | applied/skipped | ampc ms per step, "
+             "read back once per run |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     base_a, base_t = ms(runs.get((name, "fp32", "ampc"))), ms(runs.get((name, "fp32", "torch")))
     for dtype in DTYPES:
         a, t = runs.get((name, dtype, "ampc")), runs.get((name, dtype, "torch"))
@@ -596,8 +597,10 @@ def model_table_md(name: str, runs: dict) -> list[str]:
             f"{ratio(base_a, ms(a))}, {ratio(base_t, ms(t))}"
         copies = f"{a['host_copies_per_step']:.2f}" if ms(a) else "-"
         applied = f"{a['applied']}/{a['skipped']}" if ms(a) else "-"
+        unsynced = f"{a['unsynced_ms_per_step']:.3f}" if ms(a) and "unsynced_ms_per_step" in a \
+            else "-"
         lines.append(f"| {dtype} | {cell(a)} | {cell(t)} | {ratio(ms(a), ms(t))} | {speedup} | "
-                     f"{copies} | {applied} |")
+                     f"{copies} | {applied} | {unsynced} |")
     return lines
 
 
