@@ -332,41 +332,40 @@ absl::StatusOr<StepResult> TrainingSession::LastStep() const {
 absl::StatusOr<StepResult> TrainingSession::Counters() const { return ReadBack(false); }
 
 absl::StatusOr<StepResult> TrainingSession::ReadBack(bool with_last_step) const {
+  using Set = void (*)(StepResult&, double);
+  // The counters in the state, where the model has them.
+  static constexpr std::pair<const char*, Set> kCounters[] = {
+      {"ampc.scale", [](StepResult& r, double v) { r.scale = static_cast<float>(v); }},
+      {"ampc.step", [](StepResult& r, double v) { r.step = static_cast<int64_t>(v); }},
+      {"ampc.skipped_steps",
+       [](StepResult& r, double v) { r.skipped_steps = static_cast<int64_t>(v); }},
+      {"ampc.consecutive_skips",
+       [](StepResult& r, double v) { r.consecutive_skips = static_cast<int64_t>(v); }},
+      {"ampc.micro_step", [](StepResult& r, double v) { r.micro_step = static_cast<int64_t>(v); }},
+  };
   std::vector<NamedScalar> values;
+  std::vector<Set> setters;
+  auto add = [&](const Tensor* tensor, std::string name, Set set) {
+    values.push_back({tensor, std::move(name)});
+    setters.push_back(set);
+  };
   if (with_last_step) {
-    values.push_back({&last_loss_, loss_name_});
-    if (!last_applied_.empty()) values.push_back({&last_applied_, "ampc.applied"});
-    if (!last_norm_.empty()) values.push_back({&last_norm_, "ampc.grad_norm"});
+    add(&last_loss_, loss_name_, [](StepResult& r, double v) { r.loss = static_cast<float>(v); });
+    if (!last_applied_.empty()) {
+      add(&last_applied_, "ampc.applied", [](StepResult& r, double v) { r.applied = v != 0; });
+    }
+    if (!last_norm_.empty()) {
+      add(&last_norm_, "ampc.grad_norm",
+          [](StepResult& r, double v) { r.grad_norm = static_cast<float>(v); });
+    }
   }
-  const char* const counters[] = {"ampc.scale", "ampc.step", "ampc.skipped_steps",
-                                  "ampc.consecutive_skips", "ampc.micro_step"};
-  for (const char* name : counters) {
+  for (const auto& [name, set] : kCounters) {
     auto it = state_index_.find(name);
-    if (it != state_index_.end()) values.push_back({&state_[it->second], name});
+    if (it != state_index_.end()) add(&state_[it->second], name, set);
   }
   AMPC_ASSIGN_OR_RETURN(const std::vector<double> scalars, ScalarValues(backend_, values));
   StepResult result;
-  for (size_t i = 0; i < values.size(); ++i) {
-    const std::string& name = values[i].name;
-    const double v = scalars[i];
-    if (with_last_step && i == 0) {
-      result.loss = static_cast<float>(v);
-    } else if (name == "ampc.applied") {
-      result.applied = v != 0;
-    } else if (name == "ampc.grad_norm") {
-      result.grad_norm = static_cast<float>(v);
-    } else if (name == "ampc.scale") {
-      result.scale = static_cast<float>(v);
-    } else if (name == "ampc.step") {
-      result.step = static_cast<int64_t>(v);
-    } else if (name == "ampc.skipped_steps") {
-      result.skipped_steps = static_cast<int64_t>(v);
-    } else if (name == "ampc.consecutive_skips") {
-      result.consecutive_skips = static_cast<int64_t>(v);
-    } else if (name == "ampc.micro_step") {
-      result.micro_step = static_cast<int64_t>(v);
-    }
-  }
+  for (size_t i = 0; i < scalars.size(); ++i) setters[i](result, scalars[i]);
   return result;
 }
 
