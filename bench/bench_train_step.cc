@@ -2,7 +2,7 @@
 // device, for tools/bench-gpu and tools/device-check.
 //
 //   ampc-bench-train MODEL --batch N [--device cpu|cuda|auto] [--threads N] [--warmup W]
-//                    [--steps S] [--classes C] [--seed K] [--profile]
+//                    [--steps S] [--classes C] [--seed K] [--profile] [--tf32]
 //
 // Random data of the model's data inputs (floats in [0, 1), integer labels in [0, C)), one
 // batch reused for every step so that data loading is not timed. W untimed steps, then S timed
@@ -52,6 +52,7 @@ struct Options {
   int64_t classes = 10;
   uint32_t seed = 0;
   bool profile = false;
+  bool tf32 = false;
 };
 
 // Time per op type over the profiled steps (NodeProfiler: runtime/node_profiler.h).
@@ -190,7 +191,7 @@ uint64_t HostCopies(const Backend& backend) {
 absl::Status Bench(const Options& options) {
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(options.model));
   AMPC_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
-                        CreateBackend(options.device, options.threads));
+                        CreateBackend(options.device, options.threads, options.tf32));
   AMPC_ASSIGN_OR_RETURN(
       std::unique_ptr<TrainingSession> session,
       TrainingSession::Create(std::move(loaded.model), DefaultRegistry(), *backend));
@@ -256,6 +257,8 @@ bool ParseArgs(int argc, char** argv, Options& options) {
       ok = absl::SimpleAtoi(argv[++i], &options.seed);
     } else if (arg == "--profile") {
       options.profile = true;
+    } else if (arg == "--tf32") {
+      options.tf32 = true;
     } else if (arg.starts_with("--") || !options.model.empty()) {
       ok = false;
     } else {
@@ -273,7 +276,7 @@ int main(int argc, char** argv) {
   ampc::Options options;
   if (!ampc::ParseArgs(argc, argv, options)) {
     std::cerr << "usage: ampc-bench-train MODEL --batch N [--device cpu|cuda|auto] [--threads N] "
-                 "[--warmup W] [--steps S] [--classes C] [--seed K] [--profile]\n";
+                 "[--warmup W] [--steps S] [--classes C] [--seed K] [--profile] [--tf32]\n";
     return 2;
   }
   if (absl::Status status = ampc::Bench(options); !status.ok()) {

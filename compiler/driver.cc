@@ -98,6 +98,8 @@ Flags of ampc run:
   --input=NAME=FILE      a graph input from a .pb (TensorProto) or .npy file; repeat per input
   --output-dir=DIR       write each output as DIR/NAME.pb and DIR/NAME.npy
   --device=cpu|cuda|auto where to run (default auto: CUDA when usable, else the CPU)
+  --tf32                 on a GPU, FP32 MatMul, Gemm and Conv may use TF32 tensor cores
+                         (inputs rounded to 10 mantissa bits; also ampc train); default off
   --threads=N            CPU threads (default 0: one per core)
 
 Passes: %s

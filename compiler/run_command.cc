@@ -31,6 +31,9 @@ ABSL_FLAG(std::string, output_dir, "",
           "ampc run: write each output as NAME.pb and NAME.npy in this folder (created if "
           "missing); without it a summary of each output is printed.");
 ABSL_FLAG(std::string, device, "auto", "ampc run: cpu, cuda or auto (CUDA when usable).");
+ABSL_FLAG(bool, tf32, false,
+          "ampc run/train on a GPU: FP32 MatMul, Gemm and Conv may use TF32 tensor cores (inputs "
+          "rounded to a 10-bit mantissa), as PyTorch's allow_tf32; off by default.");
 ABSL_FLAG(int, threads, 0, "ampc run: CPU threads (0: one per core).");
 
 namespace ampc {
@@ -162,7 +165,7 @@ absl::Status RunModelCommand(const std::vector<std::string>& args,
     return UsageError("usage: ampc run MODEL --input NAME=FILE ... [--output-dir DIR]");
   const std::string device = absl::GetFlag(FLAGS_device);
   absl::StatusOr<std::unique_ptr<Backend>> chosen =
-      CreateBackend(device, absl::GetFlag(FLAGS_threads));
+      CreateBackend(device, absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_tf32));
   if (absl::IsInvalidArgument(chosen.status())) return UsageError(chosen.status().message());
   if (!chosen.ok()) return chosen.status();
   std::unique_ptr<Backend> backend_owner = *std::move(chosen);

@@ -48,6 +48,7 @@ ABSL_FLAG(int64_t, max_consecutive_skips, 0,
           "metadata ampc.max_consecutive_skips, else 100).");
 ABSL_DECLARE_FLAG(std::string, device);
 ABSL_DECLARE_FLAG(int, threads);
+ABSL_DECLARE_FLAG(bool, tf32);
 
 namespace ampc {
 namespace {
@@ -338,8 +339,9 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
   AMPC_ASSIGN_OR_RETURN(const LrSchedule schedule, Schedule(loaded.model, base_lr));
   AMPC_ASSIGN_OR_RETURN(const int64_t max_skips, MaxConsecutiveSkips(loaded.model));
   const std::string device = absl::GetFlag(FLAGS_device);
-  AMPC_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
-                        CreateBackend(device, absl::GetFlag(FLAGS_threads)));
+  AMPC_ASSIGN_OR_RETURN(
+      std::unique_ptr<Backend> backend,
+      CreateBackend(device, absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_tf32)));
   absl::StatusOr<std::unique_ptr<TrainingSession>> created = CreateSession<TrainingSession>(
       std::move(loaded.model), DefaultRegistry(), device, absl::GetFlag(FLAGS_threads), backend,
       [&](absl::string_view why) {

@@ -36,6 +36,12 @@ class CudaBackend final : public Backend {
   MemoryStats memory_stats() const override { return cache_.stats(); }
   void ResetPeak() override { cache_.ResetPeak(); }
 
+  // FP32 matrix products and convolutions may run on tensor cores, which round their inputs to
+  // TF32 (10-bit mantissa), as torch.backends.cuda.matmul.allow_tf32: off unless the user asks
+  // (`--tf32`). Set it before the first run; FP16/BF16 are unaffected.
+  bool allow_tf32() const { return allow_tf32_; }
+  void set_allow_tf32(bool allow) { allow_tf32_ = allow; }
+
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
   // Host-to-device copies from the host since creation; a training step should add none
@@ -65,6 +71,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_;
   BufferCache cache_;
   uint64_t host_copies_ = 0;
+  bool allow_tf32_ = false;
   char* pinned_ = nullptr;  // CopyAllToHost's staging buffer (cudaMallocHost)
   size_t pinned_bytes_ = 0;
   std::map<std::type_index, std::shared_ptr<void>> shared_;

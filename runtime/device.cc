@@ -79,7 +79,8 @@ std::string DescribeBuild() {
 #endif
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& device, int threads) {
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& device, int threads,
+                                                       bool allow_tf32) {
   if (device != "cpu" && device != "cuda" && device != "auto") {
     return absl::InvalidArgumentError(
         absl::StrCat("--device=", device, ": expected cpu, cuda or auto"));
@@ -87,13 +88,17 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& device
 #ifdef AMPC_HAVE_CUDA
   if (device == "cuda" || (device == "auto" && CudaDeviceCount() > 0)) {
     absl::StatusOr<std::unique_ptr<CudaBackend>> cuda = CudaBackend::Create(0);
-    if (cuda.ok()) return std::unique_ptr<Backend>(*std::move(cuda));
+    if (cuda.ok()) {
+      (*cuda)->set_allow_tf32(allow_tf32);
+      return std::unique_ptr<Backend>(*std::move(cuda));
+    }
     if (device == "cuda") {
       return absl::FailedPreconditionError(
           absl::StrCat("--device=cuda: ", cuda.status().message()));
     }
   }
 #else
+  (void)allow_tf32;
   if (device == "cuda") {
     return absl::FailedPreconditionError(
         "--device=cuda: this ampc was built without the CUDA backend (no nvcc at build time)");

@@ -31,8 +31,11 @@ std::string DescribeBuild();
 
 // The backend `device` names: "cpu" (with `threads` threads, 0 for one per core), "cuda" (GPU 0;
 // FailedPrecondition where none is usable or the CUDA backend is not built) or "auto" (CUDA
-// when a GPU is usable, else the CPU). InvalidArgument for any other name.
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& device, int threads);
+// when a GPU is usable, else the CPU). InvalidArgument for any other name. `allow_tf32`
+// (--tf32): a CUDA backend's FP32 matrix products and convolutions may use TF32 tensor cores;
+// nothing changes on the CPU.
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& device, int threads,
+                                                       bool allow_tf32 = false);
 
 // With --device=auto a model the CUDA backend cannot run falls back to the CPU: true when a
 // failure to create a session on `backend` is such a case.

@@ -4,7 +4,8 @@
 //
 // Against the CPU (kernels/cpu/linalg_conv.h, grad_conv.h), which rounds each output once: with a
 // bias, FP16/BF16 Conv rounds twice, once from cuDNN and once after adding the bias (within one
-// unit in the last place); FP32 never uses TF32; sums run in another order.
+// unit in the last place); FP32 uses TF32 only when the backend allows it (--tf32); sums run in
+// another order.
 #include <cuda_runtime_api.h>
 
 #include <array>

@@ -38,9 +38,11 @@ cudnnDataType_t DataType(ElemType type) {
   }
 }
 
-// The math type a query asks for: FP32 never on tensor cores (they would round to TF32).
-cudnnMathType_t QueryMath(ElemType type) {
-  return type == ElemType::kFloat ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+// The math type a query asks for: strict FP32 (FP32 without --tf32) never on tensor cores, which
+// would round the inputs to TF32; FP32 with TF32 allowed takes cuDNN's default, which may.
+cudnnMathType_t QueryMath(ElemType type, bool strict_fp32) {
+  if (strict_fp32) return CUDNN_FMA_MATH;
+  return type == ElemType::kFloat ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
 }
 
 struct Choice {
@@ -105,7 +107,7 @@ class Descriptors {
     if (conv != nullptr) cudnnDestroyConvolutionDescriptor(conv);
   }
 
-  absl::Status Set(const CudnnConvShape& s) {
+  absl::Status Set(const CudnnConvShape& s, bool strict_fp32) {
     const int dims = s.spatial + 2;
     const cudnnDataType_t type = DataType(s.type);
     AMPC_RETURN_IF_ERROR(Check(cudnnCreateTensorDescriptor(&x), "cudnnCreateTensorDescriptor"));
@@ -128,7 +130,7 @@ class Descriptors {
                                "cudnnSetConvolutionNdDescriptor"));
     AMPC_RETURN_IF_ERROR(
         Check(cudnnSetConvolutionGroupCount(conv, s.group), "cudnnSetConvolutionGroupCount"));
-    return SetMath(QueryMath(s.type));
+    return SetMath(QueryMath(s.type, strict_fp32));
   }
 
   absl::Status SetMath(cudnnMathType_t math) {
@@ -153,9 +155,9 @@ class Descriptors {
   cudnnConvolutionDescriptor_t conv = nullptr;
 };
 
-std::vector<int> KeyOf(Direction direction, const CudnnConvShape& s) {
-  std::vector<int> key = {static_cast<int>(direction), static_cast<int>(s.type), s.spatial,
-                          s.group};
+std::vector<int> KeyOf(Direction direction, const CudnnConvShape& s, bool strict_fp32) {
+  std::vector<int> key = {static_cast<int>(direction), static_cast<int>(s.type), strict_fp32,
+                          s.spatial, s.group};
   for (const std::array<int, 5>* dims : {&s.x, &s.w, &s.y}) {
     key.insert(key.end(), dims->begin(), dims->end());
   }
@@ -165,14 +167,14 @@ std::vector<int> KeyOf(Direction direction, const CudnnConvShape& s) {
   return key;
 }
 
-// A heuristic result this backend may run: it works, fits the workspace cap, for FP32 does not
-// use tensor cores, and, when `deterministic`, gives the same result on every run.
+// A ranked result this backend may run: it works, fits the workspace cap, for strict FP32 does
+// not use tensor cores, and, when `deterministic`, gives the same result on every run.
 template <typename Perf>
-bool Acceptable(const Perf& perf, ElemType type, bool deterministic) {
+bool Acceptable(const Perf& perf, bool strict_fp32, bool deterministic) {
   const bool tensor_ops = perf.mathType == CUDNN_TENSOR_OP_MATH ||
                           perf.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
   return perf.status == CUDNN_STATUS_SUCCESS && perf.memory <= kMaxCudnnWorkspace &&
-         !(type == ElemType::kFloat && tensor_ops) &&
+         !(strict_fp32 && tensor_ops) &&
          (!deterministic || perf.determinism == CUDNN_DETERMINISTIC);
 }
 
@@ -184,7 +186,7 @@ bool Acceptable(const Perf& perf, ElemType type, bool deterministic) {
 // fastest other. Timing picks per process: two processes may choose different algorithms for a
 // shape, and their results may then differ in the last bits.
 template <typename Perf, typename Get, typename WorkspaceOf>
-absl::StatusOr<Choice> Rank(Descriptors& d, ElemType type, int max_count, Get get,
+absl::StatusOr<Choice> Rank(Descriptors& d, bool strict_fp32, int max_count, Get get,
                             WorkspaceOf workspace_of) {
   std::vector<Perf> perf(static_cast<size_t>(std::max(max_count, 1)));
   int returned = 0;
@@ -195,9 +197,9 @@ absl::StatusOr<Choice> Rank(Descriptors& d, ElemType type, int max_count, Get ge
   cudaGetLastError();
   for (const bool deterministic : {true, false}) {
     for (int i = 0; i < returned; ++i) {
-      if (!Acceptable(perf[i], type, deterministic)) continue;
-      Choice choice{static_cast<int>(perf[i].algo),
-                    type == ElemType::kFloat ? CUDNN_FMA_MATH : perf[i].mathType, 0};
+      if (!Acceptable(perf[i], strict_fp32, deterministic)) continue;
+      Choice choice{static_cast<int>(perf[i].algo), strict_fp32 ? CUDNN_FMA_MATH : perf[i].mathType,
+                    0};
       AMPC_RETURN_IF_ERROR(d.SetMath(choice.math));
       if (workspace_of(perf[i].algo, &choice.workspace) != CUDNN_STATUS_SUCCESS ||
           choice.workspace > kMaxCudnnWorkspace) {
@@ -211,14 +213,15 @@ absl::StatusOr<Choice> Rank(Descriptors& d, ElemType type, int max_count, Get ge
                                                " MiB of workspace for this convolution"));
 }
 
-absl::StatusOr<Choice> Choose(cudnnHandle_t h, Direction direction, Descriptors& d, ElemType type) {
+absl::StatusOr<Choice> Choose(cudnnHandle_t h, Direction direction, Descriptors& d,
+                              bool strict_fp32) {
   int max_count = 0;
   switch (direction) {
     case Direction::kForward:
       AMPC_RETURN_IF_ERROR(Check(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count),
                                  "cudnnGetConvolutionForwardAlgorithmMaxCount"));
       return Rank<cudnnConvolutionFwdAlgoPerf_t>(
-          d, type, max_count,
+          d, strict_fp32, max_count,
           [&](int n, int* returned, cudnnConvolutionFwdAlgoPerf_t* perf) {
             const cudnnStatus_t found =
                 cudnnFindConvolutionForwardAlgorithm(h, d.x, d.w, d.conv, d.y, n, returned, perf);
@@ -233,7 +236,7 @@ absl::StatusOr<Choice> Choose(cudnnHandle_t h, Direction direction, Descriptors&
       AMPC_RETURN_IF_ERROR(Check(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max_count),
                                  "cudnnGetConvolutionBackwardDataAlgorithmMaxCount"));
       return Rank<cudnnConvolutionBwdDataAlgoPerf_t>(
-          d, type, max_count,
+          d, strict_fp32, max_count,
           [&](int n, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
             const cudnnStatus_t found = cudnnFindConvolutionBackwardDataAlgorithm(
                 h, d.w, d.y, d.conv, d.x, n, returned, perf);
@@ -249,7 +252,7 @@ absl::StatusOr<Choice> Choose(cudnnHandle_t h, Direction direction, Descriptors&
       AMPC_RETURN_IF_ERROR(Check(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max_count),
                                  "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount"));
       return Rank<cudnnConvolutionBwdFilterAlgoPerf_t>(
-          d, type, max_count,
+          d, strict_fp32, max_count,
           [&](int n, int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
             const cudnnStatus_t found = cudnnFindConvolutionBackwardFilterAlgorithm(
                 h, d.x, d.y, d.conv, d.w, n, returned, perf);
@@ -277,12 +280,14 @@ struct Prepared {
 absl::Status Prepare(CudaBackend& backend, Direction direction, const CudnnConvShape& shape,
                      Prepared& p) {
   AMPC_ASSIGN_OR_RETURN(p.state, StateOf(backend));
-  AMPC_RETURN_IF_ERROR(p.d.Set(shape));
-  const std::vector<int> key = KeyOf(direction, shape);
+  const bool strict_fp32 = shape.type == ElemType::kFloat && !backend.allow_tf32();
+  AMPC_RETURN_IF_ERROR(p.d.Set(shape, strict_fp32));
+  const std::vector<int> key = KeyOf(direction, shape, strict_fp32);
   auto it = p.state->choices.find(key);
   if (it == p.state->choices.end()) {
     AMPC_RETURN_IF_ERROR(p.d.CheckOutput(shape));
-    AMPC_ASSIGN_OR_RETURN(const Choice choice, Choose(p.state->handle, direction, p.d, shape.type));
+    AMPC_ASSIGN_OR_RETURN(const Choice choice,
+                          Choose(p.state->handle, direction, p.d, strict_fp32));
     it = p.state->choices.emplace(key, choice).first;
   }
   p.choice = it->second;

@@ -1,7 +1,7 @@
 // Gemm and MatMul on the CUDA backend: cuBLASLt through kernels/cuda/gemm.h, one Gemm object
 // (handle, workspace, plans) per backend. FP32, FP16 and BF16 multiply with FP32 accumulation and
-// round once, as the CPU kernels do; FP32 never uses TF32. Shapes and errors are the CPU's
-// (kernels/cpu/linalg_shapes.h).
+// round once, as the CPU kernels do; FP32 uses TF32 only when the backend allows it (--tf32).
+// Shapes and errors are the CPU's (kernels/cpu/linalg_shapes.h).
 #include <cstdint>
 #include <vector>
 
@@ -52,6 +52,7 @@ absl::Status MatMul(KernelContext& context) {
 
   GemmArgs args;
   args.type = cuda::ElemOf(a.dtype());
+  args.allow_tf32 = cuda::BackendOf(context).allow_tf32();
   args.m = m;
   args.n = n;
   args.k = k;
@@ -95,6 +96,7 @@ absl::Status Gemm(KernelContext& context) {
 
   GemmArgs args;
   args.type = cuda::ElemOf(a.dtype());
+  args.allow_tf32 = cuda::BackendOf(context).allow_tf32();
   args.trans_a = s.trans_a;
   args.trans_b = s.trans_b;
   args.m = m;

@@ -6,11 +6,21 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/cpu_backend.h"
+#include "runtime/session.h"
 #include "tests/support/cuda_parity.h"
+#include "tests/support/model_text.h"
+#include "tests/support/tensors.h"
+
+#ifdef AMPC_HAVE_CUDA
+#include "runtime/cuda_backend.h"
+#endif
 
 namespace ampc {
 namespace {
@@ -118,6 +128,57 @@ TEST(CudaLinalgParityTest, MatMulBroadcastsBatchesAndVectors) {
     }
   }
 }
+
+#ifdef AMPC_HAVE_CUDA
+// The relative L2 error of `model`'s output y on a CUDA backend (TF32 allowed or not) against the
+// CPU, on one random input.
+double CudaError(const std::string& model_text, bool allow_tf32) {
+  const onnx::ModelProto model = testing::ParseModelText(model_text);
+  const std::vector<Tensor> inputs = testing::RandomInputs(model, {}, 7);
+  CpuBackend cpu(1);
+  auto gpu = CudaBackend::Create(0);
+  EXPECT_TRUE(gpu.ok()) << gpu.status();
+  if (!gpu.ok()) return -1;
+  (*gpu)->set_allow_tf32(allow_tf32);
+  auto on_cpu = Session::Create(model, DefaultRegistry(), cpu);
+  auto on_gpu = Session::Create(model, DefaultRegistry(), **gpu);
+  EXPECT_TRUE(on_cpu.ok() && on_gpu.ok());
+  if (!on_cpu.ok() || !on_gpu.ok()) return -1;
+  auto expected = (*on_cpu)->Run(inputs);
+  auto actual = (*on_gpu)->Run(inputs);
+  EXPECT_TRUE(expected.ok() && actual.ok());
+  if (!expected.ok() || !actual.ok()) return -1;
+  auto host = ToHost((*actual)[0]);
+  EXPECT_TRUE(host.ok());
+  const std::vector<float> e = testing::Values<float>((*expected)[0]);
+  const std::vector<float> a = testing::Values<float>(*host);
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < e.size(); ++i) {
+    diff += (static_cast<double>(a[i]) - e[i]) * (static_cast<double>(a[i]) - e[i]);
+    norm += static_cast<double>(e[i]) * e[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+// --tf32: FP32 products on tensor cores round their inputs to 10 mantissa bits, which shows as
+// an error near 2^-11 against the CPU; without it they stay at FP32's. A convolution may use
+// TF32 then (cuDNN picks the fastest algorithm, which need not be a tensor-core one).
+TEST(CudaLinalgParityTest, Tf32OnlyWhenAllowed) {
+  AMPC_SKIP_WITHOUT_GPU();
+  const std::string matmul = std::string(kHeader) +
+                             " g (float[256, 512] a, float[512, 256] b) => (float[256, 256] y) "
+                             "{ y = MatMul(a, b) }";
+  const std::string conv = std::string(kHeader) +
+                           " g (float[8, 64, 16, 16] x, float[64, 64, 3, 3] w) => "
+                           "(float[8, 64, 16, 16] y) { y = Conv <pads = [1, 1, 1, 1]> (x, w) }";
+  EXPECT_LT(CudaError(matmul, false), 1e-5);
+  const double matmul_tf32 = CudaError(matmul, true);
+  EXPECT_GT(matmul_tf32, 1e-5);
+  EXPECT_LT(matmul_tf32, 1e-2);
+  EXPECT_LT(CudaError(conv, false), 1e-5);
+  EXPECT_LT(CudaError(conv, true), 1e-2);
+}
+#endif
 
 }  // namespace
 }  // namespace ampc

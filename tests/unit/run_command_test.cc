@@ -203,6 +203,17 @@ TEST_F(RunCommandTest, CudaWithoutAGpuIsOneLineAndAutoRunsOnTheCpu) {
   EXPECT_THAT(r.err, HasSubstr(": ran on cpu in "));
 }
 
+// --tf32 changes nothing on the CPU: the same output as without it.
+TEST_F(RunCommandTest, Tf32IsAcceptedAndChangesNothingOnTheCpu) {
+  const std::string x = WriteTensor("x.pb", {2, 2}, {1, 2, 3, 4});
+  auto plain = Ampc({"run", model_, "--input", "x=" + x, "--device=cpu"});
+  auto tf32 = Ampc({"run", model_, "--input", "x=" + x, "--device=cpu", "--tf32"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_EQ(tf32.exit_code, 0) << tf32.err;
+  EXPECT_EQ(tf32.out, plain.out);
+  EXPECT_EQ(tf32.out, "y: float32[2,2] min 2.5 max 7 mean 4.75\n");
+}
+
 TEST_F(RunCommandTest, RunsOnTheGpuWithDeviceCuda) {
   AMPC_SKIP_WITHOUT_GPU();
   const std::string x = WriteTensor("x.pb", {2, 2}, {1, 2, 3, 4});
