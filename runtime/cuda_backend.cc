@@ -35,6 +35,10 @@ CudaBackend::~CudaBackend() {
   shared_.clear();
   for (void* data : cache_.Drain()) cudaFree(data);
   if (pinned_ != nullptr) cudaFreeHost(pinned_);
+  for (Staging& slot : staging_) {
+    if (slot.data != nullptr) cudaFreeHost(slot.data);
+    if (slot.copied != nullptr) cudaEventDestroy(slot.copied);
+  }
   cudaStreamDestroy(stream_);
 }
 
@@ -54,8 +58,37 @@ absl::StatusOr<std::shared_ptr<Buffer>> CudaBackend::Allocate(size_t bytes) {
 
 absl::Status CudaBackend::CopyFromHost(const void* host, Tensor& tensor) {
   ++host_copies_;
-  return Check(cudaMemcpyAsync(tensor.raw(), host, tensor.bytes(), cudaMemcpyHostToDevice, stream_),
-               "copying to the GPU");
+  // Below this the driver queues a pageable copy without waiting; a batch of data is far above.
+  constexpr size_t kStagedBytes = 64 * 1024;
+  constexpr size_t kStagingBuffers = 4;
+  const size_t bytes = tensor.bytes();
+  if (bytes < kStagedBytes) {
+    return Check(cudaMemcpyAsync(tensor.raw(), host, bytes, cudaMemcpyHostToDevice, stream_),
+                 "copying to the GPU");
+  }
+  if (staging_.empty()) staging_.resize(kStagingBuffers);
+  Staging& slot = staging_[next_staging_];
+  next_staging_ = (next_staging_ + 1) % staging_.size();
+  if (slot.copied != nullptr) {
+    AMPC_RETURN_IF_ERROR(Check(cudaEventSynchronize(slot.copied), "an earlier copy to the GPU"));
+  } else {
+    AMPC_RETURN_IF_ERROR(Check(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming),
+                               "cudaEventCreateWithFlags"));
+  }
+  if (slot.bytes < bytes) {
+    if (slot.data != nullptr) cudaFreeHost(slot.data);
+    slot.data = nullptr;
+    slot.bytes = 0;
+    void* data = nullptr;
+    AMPC_RETURN_IF_ERROR(Check(cudaMallocHost(&data, bytes), "allocating pinned host memory"));
+    slot.data = static_cast<char*>(data);
+    slot.bytes = bytes;
+  }
+  std::memcpy(slot.data, host, bytes);
+  AMPC_RETURN_IF_ERROR(
+      Check(cudaMemcpyAsync(tensor.raw(), slot.data, bytes, cudaMemcpyHostToDevice, stream_),
+            "copying to the GPU"));
+  return Check(cudaEventRecord(slot.copied, stream_), "cudaEventRecord");
 }
 
 absl::Status CudaBackend::CopyToHost(const Tensor& tensor, void* host) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <typeindex>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -25,7 +26,9 @@ class CudaBackend final : public Backend {
 
   const std::string& name() const override { return name_; }
   absl::StatusOr<std::shared_ptr<Buffer>> Allocate(size_t bytes) override;
-  // From pageable host memory: the copy is queued and the host buffer may be reused on return.
+  // The host buffer may be reused on return. Large copies go through a ring of pinned staging
+  // buffers, so they are queued without waiting for the stream (from pageable memory the driver
+  // would wait for the copy, hence for the work queued before it).
   absl::Status CopyFromHost(const void* host, Tensor& tensor) override;
   // Waits for the queued work that produces `tensor`.
   absl::Status CopyToHost(const Tensor& tensor, void* host) override;
@@ -74,6 +77,15 @@ class CudaBackend final : public Backend {
   bool allow_tf32_ = false;
   char* pinned_ = nullptr;  // CopyAllToHost's staging buffer (cudaMallocHost)
   size_t pinned_bytes_ = 0;
+  // CopyFromHost's pinned staging buffers, used in turn; `copied` marks when the device has read
+  // one (recorded after its copy), before it is written again.
+  struct Staging {
+    char* data = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t copied = nullptr;
+  };
+  std::vector<Staging> staging_;
+  size_t next_staging_ = 0;
   std::map<std::type_index, std::shared_ptr<void>> shared_;
 };
 

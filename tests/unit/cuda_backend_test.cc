@@ -2,6 +2,7 @@
 // queries run on it. Skipped, and counted as skipped, where no GPU is present.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -59,6 +60,32 @@ TEST(CudaBackendTest, CopyAllToHostCopiesDeviceAndHostTensors) {
     EXPECT_EQ(got_a, a);
     EXPECT_EQ(got_host, b);
     EXPECT_EQ(got_b, b);
+  }
+}
+
+// Large uploads go through the pinned staging ring: more of them than it has buffers, each from
+// a host buffer rewritten right after the call returns, and each lands intact.
+TEST(CudaBackendTest, StagedUploadsLetTheHostReuseItsBuffer) {
+  AMPC_SKIP_WITHOUT_GPU();
+  auto backend = CudaBackend::Create(0);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  constexpr int64_t kFloats = 1 << 18;  // 1 MiB: staged
+  std::vector<float> host(kFloats);
+  std::vector<Tensor> uploaded;
+  for (int copy = 0; copy < 9; ++copy) {
+    for (int64_t i = 0; i < kFloats; ++i) host[i] = static_cast<float>(copy * kFloats + i);
+    auto t = (*backend)->NewTensor(DType::kFloat, {kFloats});
+    ASSERT_TRUE(t.ok());
+    ASSERT_TRUE((*backend)->CopyFromHost(host.data(), *t).ok());
+    std::fill(host.begin(), host.end(), -1.0f);  // the copy must not read this
+    uploaded.push_back(*std::move(t));
+  }
+  for (int copy = 0; copy < 9; ++copy) {
+    auto back = ToHost(uploaded[copy]);
+    ASSERT_TRUE(back.ok());
+    const std::vector<float> values = testing::Values<float>(*back);
+    EXPECT_EQ(values.front(), static_cast<float>(copy * kFloats)) << copy;
+    EXPECT_EQ(values.back(), static_cast<float>(copy * kFloats + kFloats - 1)) << copy;
   }
 }
 
