@@ -1,12 +1,16 @@
 #include "passes/training_step.h"
 
 #include <onnx/defs/attr_proto_util.h>
+#include <re2/re2.h>
 
 #include <map>
+#include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "passes/ampc_grad_ops.h"
 #include "passes/ampc_ops.h"
 #include "passes/autodiff.h"
@@ -299,6 +303,24 @@ absl::Status AddFunctions(onnx::ModelProto& model, const onnx::GraphProto& algor
   return absl::OkStatus();
 }
 
+// Scalar (rank-0) float initializers are trained like any other, but exporters store literal
+// constants that way too (a scale, GELU's 0.5): name them, with the --freeze that keeps them.
+std::string ScalarParametersWarning(const GraphIndex& index,
+                                    const std::vector<std::string>& params) {
+  std::vector<std::string> scalars;
+  for (const std::string& p : params) {
+    const onnx::TensorProto* init = index.Initializer(p);
+    if (init != nullptr && init->dims_size() == 0) scalars.push_back(p);
+  }
+  if (scalars.empty()) return "";
+  std::vector<std::string> quoted;
+  for (const std::string& name : scalars) quoted.push_back(RE2::QuoteMeta(name));
+  return absl::StrCat(
+      "training ", scalars.size(), " scalar initializer", scalars.size() == 1 ? "" : "s",
+      " as parameter", scalars.size() == 1 ? "" : "s", " (", absl::StrJoin(scalars, ", "),
+      "); if they are constants, keep them fixed with --freeze='", absl::StrJoin(quoted, "|"), "'");
+}
+
 }  // namespace
 
 absl::Status AssembleTrainingStep(onnx::ModelProto& model, const TrainingOptions& options,
@@ -314,6 +336,9 @@ absl::Status AssembleTrainingStep(onnx::ModelProto& model, const TrainingOptions
       TrainableParameters(**index, options.loss, options.freeze);
   if (!params.ok()) return params.status();
   if (params->empty()) return absl::InvalidArgumentError("no trainable parameters reach the loss");
+  if (std::string warning = ScalarParametersWarning(**index, *params); !warning.empty()) {
+    warnings.push_back(std::move(warning));
+  }
   absl::StatusOr<std::vector<ParamGroup>> groups = ResolveParamGroups(options, *params);
   if (!groups.ok()) return groups.status();
 
