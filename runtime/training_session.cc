@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "passes/ampc_ops.h"
 #include "passes/function_calls.h"
+#include "runtime/optimizer_fusion.h"
 #include "runtime/status_macros.h"
 #include "runtime/tensor_proto.h"
 
@@ -205,7 +206,9 @@ absl::Status TrainingSession::BuildAlgorithm(const onnx::ModelProto& model,
   }
   const onnx::TrainingInfoProto& info = model.training_info(0);
   AMPC_ASSIGN_OR_RETURN(algorithm_graph_, InferGraph(model, info.algorithm(), outer));
-  const onnx::GraphProto& graph = algorithm_graph_;
+  executed_algorithm_ = algorithm_graph_;
+  FuseAdams(executed_algorithm_);  // one multi-tensor update instead of one node per parameter
+  const onnx::GraphProto& graph = executed_algorithm_;
   AMPC_ASSIGN_OR_RETURN(algorithm_, GraphExecutor::Create(graph, env, outer_types));
   AMPC_ASSIGN_OR_RETURN(algorithm_outer_, OuterValues(*algorithm_, "the algorithm"));
   for (const onnx::ValueInfoProto& input : graph.input()) {

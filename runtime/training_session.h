@@ -123,7 +123,10 @@ class TrainingSession {
   int num_parameters_ = 0;  // the first state_ entries are `graph` initializers
 
   onnx::ModelProto saved_form_;  // the model without graph initializers and initialization body
-  onnx::GraphProto algorithm_graph_;  // kernels keep references to the nodes of these two
+  // The algorithm as the model has it (the NaN diagnosis reads it), and with the runtime's
+  // fusions, which algorithm_ runs. Executors' kernels keep references to their graph's nodes.
+  onnx::GraphProto algorithm_graph_;
+  onnx::GraphProto executed_algorithm_;
   onnx::GraphProto inference_graph_;
   std::unique_ptr<GraphExecutor> algorithm_;
   std::vector<Tensor*> algorithm_outer_;

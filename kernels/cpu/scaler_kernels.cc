@@ -244,23 +244,20 @@ AdamScalars AdamScalarsFor(const Attributes& a, float lr, int64_t step) {
   return s;
 }
 
-absl::Status Adam(KernelContext& context) {
-  AMPC_ASSIGN_OR_RETURN(bool skip, Scalar<bool>(context, 0));
-  AMPC_ASSIGN_OR_RETURN(float lr, Scalar<float>(context, 1));
-  AMPC_ASSIGN_OR_RETURN(int64_t step, Scalar<int64_t>(context, 2));
-  AMPC_RETURN_IF_ERROR(ExpectParamShape(context, {4, 5, 6}));
-  if (step < 1) return NodeError(context, absl::StrCat("step is ", step, "; it counts from 1"));
+// One parameter's update: param, grad, m, v are inputs `in` to in + 3, the new param, m, v
+// outputs `out` to out + 2.
+absl::Status AdamTensor(KernelContext& context, const AdamScalars& s, bool skip, int in, int out) {
+  AMPC_RETURN_IF_ERROR(scaler_ops::ExpectParamShape(context, {in + 1, in + 2, in + 3}, in));
+  const Shape& shape = context.in(in).shape();
   if (skip) {
-    for (int i = 0; i < 3; ++i) context.SetOutput(i, context.in(i == 0 ? 3 : i + 4));
+    for (int i = 0; i < 3; ++i) context.SetOutput(out + i, context.in(i == 0 ? in : in + i + 1));
     return absl::OkStatus();
   }
-  const AdamScalars s = AdamScalarsFor(context.attributes(), lr, step);
-  const Shape& shape = context.in(3).shape();
-  AMPC_ASSIGN_OR_RETURN(Tensor * p_t, context.Output(0, shape, DType::kFloat));
-  AMPC_ASSIGN_OR_RETURN(Tensor * m_t, context.Output(1, shape, DType::kFloat));
-  AMPC_ASSIGN_OR_RETURN(Tensor * v_t, context.Output(2, shape, DType::kFloat));
-  const float *param = context.in(3).data<float>(), *grad = context.in(4).data<float>();
-  const float *m = context.in(5).data<float>(), *v = context.in(6).data<float>();
+  AMPC_ASSIGN_OR_RETURN(Tensor * p_t, context.Output(out, shape, DType::kFloat));
+  AMPC_ASSIGN_OR_RETURN(Tensor * m_t, context.Output(out + 1, shape, DType::kFloat));
+  AMPC_ASSIGN_OR_RETURN(Tensor * v_t, context.Output(out + 2, shape, DType::kFloat));
+  const float *param = context.in(in).data<float>(), *grad = context.in(in + 1).data<float>();
+  const float *m = context.in(in + 2).data<float>(), *v = context.in(in + 3).data<float>();
   float *p_out = p_t->data<float>(), *m_out = m_t->data<float>(), *v_out = v_t->data<float>();
   ParallelFor(context, p_t->size(), [&](int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
@@ -279,6 +276,26 @@ absl::Status Adam(KernelContext& context) {
       p_out[k] = p + (s.neg_step_size * m_out[k]) / denom;  // addcdiv_(m, denom, -step_size)
     }
   });
+  return absl::OkStatus();
+}
+
+// Adam (ai.ampc) with one parameter, and the runtime's MultiAdam (optimizer_fusion.h) with any
+// number: inputs skip, lr, step, then param, grad, m, v per parameter.
+absl::Status Adam(KernelContext& context) {
+  AMPC_ASSIGN_OR_RETURN(bool skip, Scalar<bool>(context, 0));
+  AMPC_ASSIGN_OR_RETURN(float lr, Scalar<float>(context, 1));
+  AMPC_ASSIGN_OR_RETURN(int64_t step, Scalar<int64_t>(context, 2));
+  if ((context.num_inputs() - 3) % 4 != 0 ||
+      context.num_outputs() != (context.num_inputs() - 3) / 4 * 3) {
+    return NodeError(context,
+                     "takes skip, lr, step and four inputs per parameter, and gives "
+                     "three outputs per parameter");
+  }
+  if (step < 1) return NodeError(context, absl::StrCat("step is ", step, "; it counts from 1"));
+  const AdamScalars s = AdamScalarsFor(context.attributes(), lr, step);
+  for (int k = 0; 3 + 4 * k < context.num_inputs(); ++k) {
+    AMPC_RETURN_IF_ERROR(AdamTensor(context, s, skip, 3 + 4 * k, 3 * k));
+  }
   return absl::OkStatus();
 }
 

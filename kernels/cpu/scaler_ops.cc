@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/conv_fusion.h"  // kRuntimeDomain
 #include "runtime/status_macros.h"
 
 namespace ampc::scaler_ops {
@@ -56,9 +57,10 @@ class CheckedKernel final : public OpKernel {
   KernelFunction function_;
 };
 
-KernelDef Def(const char* backend, const char* op, KernelCheck check, KernelFunction function) {
+KernelDef Def(const char* backend, const char* op, KernelCheck check, KernelFunction function,
+              const char* domain = kDomain) {
   return KernelDef{
-      kDomain,
+      domain,
       op,
       backend,
       {},
@@ -113,6 +115,20 @@ absl::Status CheckAdam(const KernelInfo& info) {
                             DType::kFloat, DType::kFloat, DType::kFloat});
 }
 
+// The runtime's MultiAdam (runtime/optimizer_fusion.h): Adam's inputs with (param, grad, m, v)
+// repeated, Adam's outputs repeated.
+absl::Status CheckMultiAdam(const KernelInfo& info) {
+  const int inputs = info.node.input_size(), params = (inputs - 3) / 4;
+  if (inputs < 7 || (inputs - 3) % 4 != 0 || info.node.output_size() != 3 * params) {
+    return absl::InvalidArgumentError(
+        "takes (skip, lr, step, then param, grad, m, v per parameter) -> (param, m, v per "
+        "parameter)");
+  }
+  AMPC_RETURN_IF_ERROR(ExpectTypes(info, {DType::kBool, DType::kFloat, DType::kInt64}));
+  for (int i = 3; i < inputs; ++i) AMPC_RETURN_IF_ERROR(ExpectType(info, i, DType::kFloat));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void Register(KernelRegistry& registry, const char* backend, const ScalerKernels& kernels) {
@@ -121,6 +137,7 @@ void Register(KernelRegistry& registry, const char* backend, const ScalerKernels
   registry.Register(Def(backend, "UnscaleClip", CheckUnscaleClip, kernels.unscale_clip));
   registry.Register(Def(backend, "SGD", CheckSgd, kernels.sgd));
   registry.Register(Def(backend, "Adam", CheckAdam, kernels.adam));
+  registry.Register(Def(backend, "MultiAdam", CheckMultiAdam, kernels.adam, kRuntimeDomain));
 }
 
 absl::Status ExpectScalar(const KernelContext& context, int i) {
@@ -129,8 +146,9 @@ absl::Status ExpectScalar(const KernelContext& context, int i) {
                                          ShapeString(context.in(i).shape())));
 }
 
-absl::Status ExpectParamShape(const KernelContext& context, std::initializer_list<int> others) {
-  const Shape& shape = context.in(3).shape();
+absl::Status ExpectParamShape(const KernelContext& context, std::initializer_list<int> others,
+                              int param) {
+  const Shape& shape = context.in(param).shape();
   for (int i : others) {
     if (context.in(i).shape() != shape) {
       return NodeError(context,

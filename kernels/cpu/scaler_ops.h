@@ -16,14 +16,16 @@ struct ScalerKernels {
   KernelFunction check_finite, update_scale, unscale_clip, sgd, adam;
 };
 
-// Registers `kernels` for `backend` in domain ai.ampc; each node's arity and input types are
-// checked once, when a session is created.
+// Registers `kernels` for `backend` in domain ai.ampc, and kernels.adam also as the runtime's
+// MultiAdam (runtime/optimizer_fusion.h), which it must handle; each node's arity and input types
+// are checked once, when a session is created.
 void Register(KernelRegistry& registry, const char* backend, const ScalerKernels& kernels);
 
 // Input i must hold one element (a scale, a flag, a learning rate, a step).
 absl::Status ExpectScalar(const KernelContext& context, int i);
 
-// Optimizer inputs `others` must have the shape of the parameter (input 3).
-absl::Status ExpectParamShape(const KernelContext& context, std::initializer_list<int> others);
+// Optimizer inputs `others` must have the shape of the parameter (input `param`).
+absl::Status ExpectParamShape(const KernelContext& context, std::initializer_list<int> others,
+                              int param = 3);
 
 }  // namespace ampc::scaler_ops

@@ -132,10 +132,17 @@ absl::Status Sgd(KernelContext& context) {
                                     Device<bool>(context, 2), cuda::StreamOf(context)));
 }
 
+// Adam (ai.ampc) with one parameter, and the runtime's MultiAdam (optimizer_fusion.h) with any
+// number (inputs skip, lr, step, then param, grad, m, v per parameter): one multi-tensor launch.
 // A step below 1 (an error on the CPU, which reads it on the host) leaves everything unchanged.
 absl::Status Adam(KernelContext& context) {
   AMPC_RETURN_IF_ERROR(ExpectScalars(context, {0, 1, 2}));
-  AMPC_RETURN_IF_ERROR(ExpectParamShape(context, {4, 5, 6}));
+  if ((context.num_inputs() - 3) % 4 != 0 ||
+      context.num_outputs() != (context.num_inputs() - 3) / 4 * 3) {
+    return NodeError(context,
+                     "takes skip, lr, step and four inputs per parameter, and gives "
+                     "three outputs per parameter");
+  }
   const Attributes a = context.attributes();
   cuda::math::AdamAttrs attrs;
   attrs.beta1 = a.Float("beta1", 0.9f);
@@ -143,17 +150,20 @@ absl::Status Adam(KernelContext& context) {
   attrs.epsilon = a.Float("epsilon", 1e-8f);
   attrs.weight_decay = a.Float("weight_decay", 0.0f);
   attrs.decoupled = a.Int("decoupled", 0) != 0;
-  const Shape& shape = context.in(3).shape();
-  AMPC_ASSIGN_OR_RETURN(Tensor * p, context.Output(0, shape, DType::kFloat));
-  AMPC_ASSIGN_OR_RETURN(Tensor * m, context.Output(1, shape, DType::kFloat));
-  AMPC_ASSIGN_OR_RETURN(Tensor * v, context.Output(2, shape, DType::kFloat));
-  const cuda::AdamTensor t{
-      Device<float>(context, 3), context.in(4).raw(),       cuda::ElemType::kFloat,
-      Device<float>(context, 5), Device<float>(context, 6), p->data<float>(),
-      m->data<float>(),          v->data<float>(),          p->size()};
+  std::vector<cuda::AdamTensor> tensors;
+  for (int in = 3, out = 0; in < context.num_inputs(); in += 4, out += 3) {
+    AMPC_RETURN_IF_ERROR(ExpectParamShape(context, {in + 1, in + 2, in + 3}, in));
+    const Shape& shape = context.in(in).shape();
+    AMPC_ASSIGN_OR_RETURN(Tensor * p, context.Output(out, shape, DType::kFloat));
+    AMPC_ASSIGN_OR_RETURN(Tensor * m, context.Output(out + 1, shape, DType::kFloat));
+    AMPC_ASSIGN_OR_RETURN(Tensor * v, context.Output(out + 2, shape, DType::kFloat));
+    tensors.push_back({Device<float>(context, in), context.in(in + 1).raw(), cuda::ElemType::kFloat,
+                       Device<float>(context, in + 2), Device<float>(context, in + 3),
+                       p->data<float>(), m->data<float>(), v->data<float>(), p->size()});
+  }
   return cuda::Launched(
       context,
-      cuda::MultiTensorAdam({t}, attrs, Device<bool>(context, 0), Device<float>(context, 1),
+      cuda::MultiTensorAdam(tensors, attrs, Device<bool>(context, 0), Device<float>(context, 1),
                             Device<int64_t>(context, 2), cuda::StreamOf(context)));
 }
 

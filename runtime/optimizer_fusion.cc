@@ -1,0 +1,92 @@
+#include "runtime/optimizer_fusion.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "runtime/conv_fusion.h"
+
+namespace ampc {
+namespace {
+
+constexpr int kAdamInputs = 7;  // skip, lr, step, param, grad, m, v
+constexpr int kAdamOutputs = 3;
+
+bool IsAdam(const onnx::NodeProto& node) {
+  return node.domain() == "ai.ampc" && node.op_type() == "Adam" &&
+         node.input_size() == kAdamInputs && node.output_size() == kAdamOutputs;
+}
+
+// Nodes fuse when this is equal: the scalar inputs and the attributes, in name order.
+std::string GroupKey(const onnx::NodeProto& node) {
+  std::string key = node.input(0) + '\n' + node.input(1) + '\n' + node.input(2) + '\n';
+  std::vector<const onnx::AttributeProto*> attributes;
+  for (const onnx::AttributeProto& a : node.attribute()) attributes.push_back(&a);
+  std::sort(attributes.begin(), attributes.end(),
+            [](const auto* x, const auto* y) { return x->name() < y->name(); });
+  for (const onnx::AttributeProto* a : attributes) key += a->SerializeAsString() + '\n';
+  return key;
+}
+
+// No node strictly between the group's first and last member reads a member's output.
+bool Movable(const onnx::GraphProto& graph, const std::vector<int>& members) {
+  absl::flat_hash_set<std::string> outputs;
+  for (int i : members) {
+    for (const std::string& out : graph.node(i).output()) outputs.insert(out);
+  }
+  const absl::flat_hash_set<int> in_group(members.begin(), members.end());
+  for (int i = members.front() + 1; i < members.back(); ++i) {
+    if (in_group.contains(i)) continue;
+    for (const std::string& in : graph.node(i).input()) {
+      if (outputs.contains(in)) return false;
+    }
+  }
+  return true;
+}
+
+onnx::NodeProto MultiAdam(const onnx::GraphProto& graph, const std::vector<int>& members) {
+  const onnx::NodeProto& first = graph.node(members.front());
+  onnx::NodeProto fused;
+  fused.set_op_type("MultiAdam");
+  fused.set_domain(kRuntimeDomain);
+  fused.set_name(first.name() + "/multi");
+  for (int k = 0; k < 3; ++k) fused.add_input(first.input(k));
+  for (int i : members) {
+    for (int k = 3; k < kAdamInputs; ++k) fused.add_input(graph.node(i).input(k));
+    for (const std::string& out : graph.node(i).output()) fused.add_output(out);
+  }
+  *fused.mutable_attribute() = first.attribute();
+  return fused;
+}
+
+}  // namespace
+
+int FuseAdams(onnx::GraphProto& graph) {
+  std::map<std::string, std::vector<int>> groups;
+  for (int i = 0; i < graph.node_size(); ++i) {
+    if (IsAdam(graph.node(i))) groups[GroupKey(graph.node(i))].push_back(i);
+  }
+  // The fused node replaces each group's last member; the others go.
+  std::vector<bool> drop(graph.node_size(), false);
+  std::map<int, onnx::NodeProto> replacement;
+  int removed = 0;
+  for (const auto& [key, members] : groups) {
+    if (members.size() < 2 || !Movable(graph, members)) continue;
+    replacement[members.back()] = MultiAdam(graph, members);
+    for (size_t m = 0; m + 1 < members.size(); ++m) drop[members[m]] = true;
+    removed += static_cast<int>(members.size()) - 1;
+  }
+  if (removed == 0) return 0;
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  for (int i = 0; i < graph.node_size(); ++i) {
+    if (drop[i]) continue;
+    auto it = replacement.find(i);
+    *nodes.Add() = it != replacement.end() ? std::move(it->second) : graph.node(i);
+  }
+  graph.mutable_node()->Swap(&nodes);
+  return removed;
+}
+
+}  // namespace ampc

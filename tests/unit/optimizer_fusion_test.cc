@@ -1,0 +1,122 @@
+// runtime/optimizer_fusion.h: which ai.ampc Adam nodes become one MultiAdam, and that the fused
+// graph computes the same bits as the unfused one on the CPU (the CUDA MultiAdam is the
+// multi-tensor launcher cuda_scaler_test checks with 65 tensors).
+#include "runtime/optimizer_fusion.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "passes/ampc_ops.h"
+#include "runtime/conv_fusion.h"
+#include "runtime/cpu_backend.h"
+#include "runtime/graph_executor.h"
+#include "tests/support/model_text.h"
+#include "tests/support/tensors.h"
+
+namespace ampc {
+namespace {
+
+// Three parameters' Adam nodes; `between` goes after the first, `lr3` is the third's lr input.
+std::string Model(const std::string& between = "", const std::string& lr3 = "lr",
+                  const std::string& attributes3 = "weight_decay = 0.01, decoupled = 1") {
+  return absl::StrCat(R"(
+<ir_version: 8, opset_import: ["" : 17, "ai.ampc" : 1]>
+g (bool skip, float lr, float lr2, int64 step, float[3] p1, float[3] g1, float[3] m1, float[3] v1,
+   float[2, 2] p2, float[2, 2] g2, float[2, 2] m2, float[2, 2] v2,
+   float[5] p3, float[5] g3, float[5] m3, float[5] v3)
+  => (float[3] q1, float[3] n1, float[3] w1, float[2, 2] q2, float[2, 2] n2, float[2, 2] w2,
+      float[5] q3, float[5] n3, float[5] w3) {
+  q1, n1, w1 = ai.ampc.Adam <weight_decay = 0.01, decoupled = 1> (skip, lr, step, p1, g1, m1, v1)
+  )",
+                      between, R"(
+  q2, n2, w2 = ai.ampc.Adam <decoupled = 1, weight_decay = 0.01> (skip, lr, step, p2, g2, m2, v2)
+  q3, n3, w3 = ai.ampc.Adam <)",
+                      attributes3, "> (skip, ", lr3, ", step, p3, g3, m3, v3)\n}\n");
+}
+
+TEST(OptimizerFusionTest, AdamsSharingScalarsAndAttributesBecomeOneMultiAdam) {
+  onnx::ModelProto model = testing::ParseModelText(Model());
+  EXPECT_EQ(FuseAdams(*model.mutable_graph()), 2);
+  ASSERT_EQ(model.graph().node_size(), 1);
+  const onnx::NodeProto& fused = model.graph().node(0);
+  EXPECT_EQ(fused.domain(), kRuntimeDomain);
+  EXPECT_EQ(fused.op_type(), "MultiAdam");
+  ASSERT_EQ(fused.input_size(), 3 + 3 * 4);
+  EXPECT_EQ(fused.input(3), "p1");
+  EXPECT_EQ(fused.input(7), "p2");
+  EXPECT_EQ(fused.input(14), "v3");
+  ASSERT_EQ(fused.output_size(), 9);
+  EXPECT_EQ(fused.output(3), "q2");
+  EXPECT_EQ(fused.attribute_size(), 2);
+}
+
+TEST(OptimizerFusionTest, OtherScalarsOrAttributesMakeAnotherGroup) {
+  onnx::ModelProto other_lr = testing::ParseModelText(Model("", "lr2"));
+  EXPECT_EQ(FuseAdams(*other_lr.mutable_graph()), 1);
+  ASSERT_EQ(other_lr.graph().node_size(), 2);
+  EXPECT_EQ(other_lr.graph().node(0).op_type(), "MultiAdam");
+  EXPECT_EQ(other_lr.graph().node(1).op_type(), "Adam");
+  onnx::ModelProto other_decay =
+      testing::ParseModelText(Model("", "lr", "weight_decay = 0.02, decoupled = 1"));
+  EXPECT_EQ(FuseAdams(*other_decay.mutable_graph()), 1);
+}
+
+TEST(OptimizerFusionTest, NoFusionWhereANodeBetweenReadsAnUpdate) {
+  onnx::ModelProto model = testing::ParseModelText(Model("r = Neg(q1)"));
+  const std::string before = model.SerializeAsString();
+  EXPECT_EQ(FuseAdams(*model.mutable_graph()), 0);
+  EXPECT_EQ(model.SerializeAsString(), before);
+}
+
+// The outputs of `graph` on `cpu` for `inputs` (in the graph's input order).
+std::vector<Tensor> RunOnCpu(CpuBackend& cpu, const onnx::GraphProto& graph,
+                             const std::vector<Tensor>& inputs) {
+  ExecutorEnv env{DefaultRegistry(), cpu, {{"", 17}, {"ai.ampc", 1}, {kRuntimeDomain, 1}}};
+  auto executor = GraphExecutor::Create(graph, env, TypeMap());
+  EXPECT_TRUE(executor.ok()) << executor.status();
+  if (!executor.ok()) return {};
+  auto outputs = (*executor)->Run(inputs, {});
+  EXPECT_TRUE(outputs.ok()) << outputs.status();
+  return outputs.ok() ? *std::move(outputs) : std::vector<Tensor>{};
+}
+
+TEST(OptimizerFusionTest, TheFusedGraphGivesTheSameBits) {
+  RegisterAmpcSchemas();
+  const onnx::ModelProto plain = testing::ParseModelText(Model());
+  onnx::ModelProto fused = plain;
+  ASSERT_EQ(FuseAdams(*fused.mutable_graph()), 2);
+  CpuBackend cpu(1);
+  for (const bool skip : {false, true}) {
+    Tensor flag = Tensor::Host(DType::kBool, {});
+    flag.data<bool>()[0] = skip;
+    std::vector<Tensor> inputs = {flag, testing::Floats({}, {0.01f}), testing::Floats({}, {0.02f}),
+                                  testing::Int64s({}, {3})};
+    float x = 0.37f;
+    for (const Shape& shape : {Shape{3}, Shape{2, 2}, Shape{5}}) {
+      for (int k = 0; k < 4; ++k) {
+        std::vector<float> values;
+        for (int64_t i = 0; i < (shape.size() == 1 ? shape[0] : 4); ++i) {
+          x = x * 1.7f - static_cast<float>(static_cast<int>(x * 1.7f));  // in [0, 1)
+          values.push_back(k == 3 ? x : 2 * x - 1);                       // v >= 0
+        }
+        inputs.push_back(testing::Floats(shape, values));
+      }
+    }
+    const std::vector<Tensor> want = RunOnCpu(cpu, plain.graph(), inputs);
+    const std::vector<Tensor> got = RunOnCpu(cpu, fused.graph(), inputs);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(got[i].bytes(), want[i].bytes());
+      EXPECT_EQ(std::memcmp(got[i].raw(), want[i].raw(), want[i].bytes()), 0)
+          << "output " << i << " skip " << skip;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ampc
