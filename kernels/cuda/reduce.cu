@@ -2,7 +2,7 @@
 // [outer, n, inner] view when the reduced dims are one run: rows of n contiguous elements get a
 // warp or a block each, strided rows (inner > 1) go 32 to a block so loads coalesce. Any other
 // pattern takes the general path: a warp per output, offsets decoded from the coalesced dims.
-// Few long rows are cut into chunks instead (ReduceWorkspaceBytes).
+// Few long rows are cut into chunks instead (ReduceWorkspaceBytes), strided ones 32 to a block.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -18,6 +18,7 @@ namespace ampc::cuda {
 namespace {
 
 using detail::BlockRows;
+using detail::ColumnRows;
 using detail::ComputeOf;
 using detail::Io;
 using detail::WarpRows;
@@ -127,26 +128,50 @@ constexpr int64_t kSplitChunk = 16 * detail::kThreads;  // elements per block, a
 // fill the GPU as they are).
 constexpr int64_t kSplitBlocks = 2048;
 constexpr size_t kPartialBytes = 8;  // every Op::A but LogSumExp's fits
+// Strided rows (columns of a [n, inner] view) split 32 columns to a block, so loads coalesce:
+// chunks of this many elements per column, while there are few enough column groups.
+constexpr int64_t kColumnChunk = 512;
+constexpr int64_t kMaxColumnGroups = kSplitBlocks / 8;
 
-// Chunks per row; 1: no split. LogSumExp (two passes over a row) never splits.
-int64_t SplitsFor(ReduceOp op, int64_t rows, int64_t n) {
-  if (op == ReduceOp::kLogSumExp || rows == 0 || n < 2 * kSplitChunk) return 1;
-  return std::min((n + kSplitChunk - 1) / kSplitChunk, std::max<int64_t>(1, kSplitBlocks / rows));
+struct SplitPlan {
+  int64_t splits = 1;    // chunks per row; 1: no split
+  bool columns = false;  // 32 strided rows to a block (ColumnRows), else one row (BlockRows)
+};
+
+// LogSumExp (two passes over a row) never splits.
+SplitPlan PlanSplit(ReduceOp op, const ReduceLayout& layout) {
+  int64_t rows = 1, n = 1;
+  for (int d = 0; d < layout.rank; ++d) (layout.reduced[d] ? n : rows) *= layout.sizes[d];
+  if (op == ReduceOp::kLogSumExp || rows == 0) return {};
+  OuterReduceInner view;
+  const int64_t groups = (rows + ColumnRows::kRowsPerBlock - 1) / ColumnRows::kRowsPerBlock;
+  if (AsOuterReduceInner(layout, &view) && view.inner > 1 && groups <= kMaxColumnGroups &&
+      n >= 2 * kColumnChunk) {
+    return {std::min((n + kColumnChunk - 1) / kColumnChunk,
+                     std::max<int64_t>(1, kSplitBlocks / groups)),
+            true};
+  }
+  if (n < 2 * kSplitChunk) return {};
+  return {std::min((n + kSplitChunk - 1) / kSplitChunk, std::max<int64_t>(1, kSplitBlocks / rows)),
+          false};
 }
 
-// partials[r * splits + s] = Op over chunk s of row r; block (s, r).
-template <typename T, typename Op, typename Index>
+// partials[r * splits + s] = Op over chunk s of row r; block (s, g) takes chunk s of the rows of
+// group g (Group::kRowsPerBlock rows).
+template <typename T, typename Op, typename Group, typename Index>
 __global__ void __launch_bounds__(detail::kThreads)
-    ChunkKernel(const T* x, typename Op::A* partials, int64_t chunk, Index index) {
-  const int64_t r = blockIdx.y, s = blockIdx.x;
+    ChunkKernel(const T* x, typename Op::A* partials, int64_t rows, int64_t chunk, Index index) {
+  const int64_t r = int64_t{blockIdx.y} * Group::kRowsPerBlock + Group::Slot();
+  const int64_t s = blockIdx.x;
+  const bool active = r < rows;
   const int64_t begin = s * chunk, end = begin + chunk < index.n ? begin + chunk : index.n;
-  const int64_t base = index.Base(r);
+  const int64_t base = active ? index.Base(r) : 0;
   typename Op::A acc = Op::Identity();
-  for (int64_t k = begin + threadIdx.x; k < end; k += blockDim.x) {
+  for (int64_t k = active ? begin + Group::Lane() : end; k < end; k += Group::kSize) {
     acc = Op::Combine(acc, Op::Map(Io<T>::Load(x[index.At(base, k)])));
   }
-  acc = BlockRows::AllReduce(acc, detail::CombineOp<Op>());
-  if (threadIdx.x == 0) partials[r * gridDim.x + s] = acc;
+  acc = Group::AllReduce(acc, detail::CombineOp<Op>());
+  if (active && Group::Lane() == 0) partials[r * gridDim.x + s] = acc;
 }
 
 // y[r] = Op's result from row r's `splits` partials, a warp per row.
@@ -165,15 +190,17 @@ __global__ void __launch_bounds__(detail::kThreads)
   }
 }
 
-template <typename T, typename Op, typename Index>
+template <typename T, typename Op, typename Group, typename Index>
 cudaError_t LaunchSplit(const T* x, T* y, int64_t rows, int64_t splits, const Index& index,
                         void* workspace, cudaStream_t stream) {
   static_assert(sizeof(typename Op::A) <= kPartialBytes);
   if (workspace == nullptr) return cudaErrorMissingConfiguration;  // a caller's bug
   auto* partials = static_cast<typename Op::A*>(workspace);
   const int64_t chunk = (index.n + splits - 1) / splits;
-  ChunkKernel<T, Op, Index><<<dim3(static_cast<unsigned>(splits), static_cast<unsigned>(rows)),
-                              detail::kThreads, 0, stream>>>(x, partials, chunk, index);
+  const int64_t groups = (rows + Group::kRowsPerBlock - 1) / Group::kRowsPerBlock;
+  ChunkKernel<T, Op, Group, Index>
+      <<<dim3(static_cast<unsigned>(splits), static_cast<unsigned>(groups)), Group::Block(), 0,
+         stream>>>(x, partials, rows, chunk, index);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   FinishKernel<T, Op><<<detail::BlocksFor<WarpRows>(rows), WarpRows::Block(), 0, stream>>>(
       partials, splits, y, rows, index.n);
@@ -185,13 +212,18 @@ cudaError_t ReduceTyped(const void* d_x, void* d_y, const ReduceLayout& layout, 
                         cudaStream_t stream) {
   const T* x = static_cast<const T*>(d_x);
   T* y = static_cast<T*>(d_y);
-  int64_t rows = 1, n = 1;
-  for (int d = 0; d < layout.rank; ++d) (layout.reduced[d] ? n : rows) *= layout.sizes[d];
+  int64_t rows = 1;
+  for (int d = 0; d < layout.rank; ++d) rows *= layout.reduced[d] ? 1 : layout.sizes[d];
   if (rows == 0) return cudaSuccess;
-  const int64_t splits = kIsLogSumExp<Op> ? 1 : SplitsFor(ReduceOp::kSum, rows, n);
+  const SplitPlan plan = kIsLogSumExp<Op> ? SplitPlan{} : PlanSplit(ReduceOp::kSum, layout);
   const auto launch = [&](auto group, const auto& index) {
     if constexpr (!kIsLogSumExp<Op>) {
-      if (splits > 1) return LaunchSplit<T, Op>(x, y, rows, splits, index, workspace, stream);
+      if (plan.splits > 1 && plan.columns) {
+        return LaunchSplit<T, Op, ColumnRows>(x, y, rows, plan.splits, index, workspace, stream);
+      }
+      if (plan.splits > 1) {
+        return LaunchSplit<T, Op, BlockRows>(x, y, rows, plan.splits, index, workspace, stream);
+      }
     }
     return LaunchReduce<T, Op, decltype(group)>(x, y, rows, index, stream);
   };
@@ -246,14 +278,12 @@ cudaError_t DispatchReduce(ElemType type, const void* x, void* y, const ReduceLa
 
 size_t ReduceWorkspaceBytes(ReduceOp op, const int64_t* dims, int rank, const int* axes,
                             int num_axes) {
-  int64_t rows = 1, n = 1;
-  for (int d = 0; d < rank; ++d) {
-    bool reduced = false;
-    for (int a = 0; a < num_axes; ++a) reduced = reduced || axes[a] == d;
-    (reduced ? n : rows) *= dims[d];
-  }
-  const int64_t splits = SplitsFor(op, rows, n);
-  return splits > 1 ? static_cast<size_t>(rows * splits) * kPartialBytes : 0;
+  ReduceLayout layout;
+  if (!CoalesceReduce(dims, rank, axes, num_axes, &layout)) return 0;
+  int64_t rows = 1;
+  for (int d = 0; d < layout.rank; ++d) rows *= layout.reduced[d] ? 1 : layout.sizes[d];
+  const SplitPlan plan = PlanSplit(op, layout);
+  return plan.splits > 1 ? static_cast<size_t>(rows * plan.splits) * kPartialBytes : 0;
 }
 
 cudaError_t Reduce(ReduceOp op, ElemType type, const void* d_x, void* d_y, const int64_t* dims,

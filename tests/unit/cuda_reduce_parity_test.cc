@@ -16,6 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/cpu_kernels.h"
+#ifdef AMPC_HAVE_CUDA
+#include "kernels/cuda/reduce.h"
+#endif
 #include "passes/ampc_ops.h"
 #include "runtime/session.h"
 #include "tests/support/cuda_parity.h"
@@ -68,7 +71,8 @@ struct ReduceShape {
 // rows (inner > 1: 32 to a block; few and long: a block each), reduced dims split by a kept one
 // (general: a warp or a block each), everything, and size-1 dims; then few long rows, cut into
 // chunks whose partials a second launch combines: a whole tensor, per-channel statistics of an
-// NCHW batch (general), a tall strided column.
+// NCHW batch (general), a tall strided column; and columns split 32 to a block (a bias gradient's
+// [n, c] sum over n, also under an outer dim).
 const std::vector<ReduceShape> kReduceShapes = {
     {{64, 300}, {1}, 0},
     {{8, 5000}, {-1}, 1},
@@ -82,6 +86,8 @@ const std::vector<ReduceShape> kReduceShapes = {
     {{64, 300}, {}, 0},
     {{16, 8, 32, 32}, {0, 2, 3}, 1},
     {{20000, 3}, {0}, 0},
+    {{4096, 96}, {0}, 0},
+    {{3, 2048, 40}, {1}, 1},
 };
 
 ValueRange ReduceRange(const std::string& op, bool integer) {
@@ -118,6 +124,39 @@ const std::vector<std::string> kReductions = {
     "ReduceSum", "ReduceSumSquare", "ReduceMean",      "ReduceProd", "ReduceL1",
     "ReduceL2",  "ReduceLogSum",    "ReduceLogSumExp", "ReduceMax",  "ReduceMin"};
 
+#ifdef AMPC_HAVE_CUDA
+// The split policy (kernels/cuda/reduce.cu), by hand: a row splits into chunks of at least 4096
+// elements when it has 8192 or more and rows * chunks stays within 2048; strided rows (columns)
+// split 32 to a block, in chunks of 512, while there are at most 256 groups of 32. Each partial
+// takes 8 bytes. Host code: no GPU needed.
+TEST(CudaReduceParityTest, WorkspaceFollowsTheSplitPolicy) {
+  auto bytes = [](cuda::ReduceOp op, std::vector<int64_t> dims, std::vector<int> axes) {
+    return cuda::ReduceWorkspaceBytes(op, dims.data(), static_cast<int>(dims.size()), axes.data(),
+                                      static_cast<int>(axes.size()));
+  };
+  using cuda::ReduceOp;
+  EXPECT_EQ(bytes(ReduceOp::kSum, {64, 300}, {0, 1}), 1u * 5 * 8);  // 19200 in chunks of 4096
+  EXPECT_EQ(bytes(ReduceOp::kMean, {16, 8, 32, 32}, {0, 2, 3}), 8u * 4 * 8);  // 16384 each
+  EXPECT_EQ(bytes(ReduceOp::kSum, {4096, 96}, {0}), 96u * 8 * 8);             // columns: 4096 / 512
+  EXPECT_EQ(bytes(ReduceOp::kMax, {3, 2048, 40}, {1}), 120u * 4 * 8);
+  EXPECT_EQ(bytes(ReduceOp::kSum, {300, 70}, {0}), 0u);           // columns too short
+  EXPECT_EQ(bytes(ReduceOp::kSum, {8, 5000}, {1}), 0u);           // rows too short
+  EXPECT_EQ(bytes(ReduceOp::kSum, {2000, 9000}, {1}), 0u);        // enough rows already
+  EXPECT_EQ(bytes(ReduceOp::kLogSumExp, {64, 300}, {0, 1}), 0u);  // never splits
+}
+#endif
+
+// Without a GPU: every reduction case is a valid model that runs on the CPU, with CUDA kernels.
+TEST(CudaReduceParityTest, ReductionModelsRunOnTheCpuAndHaveCudaKernels) {
+  for (const std::string& op : kReductions) {
+    for (const ReduceShape& s : kReduceShapes) {
+      const ParityCase c = ReduceCase(op, "float", s);
+      SCOPED_TRACE(c.model);
+      testing::ExpectRunsOnCpuWithCudaKernels(c);
+    }
+  }
+}
+
 TEST(CudaReduceParityTest, EveryReductionOverEveryShapeClassInFloat) {
   AMPC_SKIP_WITHOUT_GPU();
   for (const std::string& op : kReductions) {
@@ -131,7 +170,7 @@ TEST(CudaReduceParityTest, ReductionsInFp16Bf16AndDouble) {
     for (const std::string& op : kReductions) {
       for (const ReduceShape& s :
            {kReduceShapes[0], kReduceShapes[1], kReduceShapes[3], kReduceShapes[4],
-            kReduceShapes[5], kReduceShapes[9], kReduceShapes[10]}) {
+            kReduceShapes[5], kReduceShapes[9], kReduceShapes[10], kReduceShapes[12]}) {
         Check(ReduceCase(op, type, s));
       }
     }
