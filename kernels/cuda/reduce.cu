@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/cuda/reduce.h"
@@ -128,8 +129,9 @@ constexpr int64_t kSplitChunk = 16 * detail::kThreads;  // elements per block, a
 // fill the GPU as they are).
 constexpr int64_t kSplitBlocks = 2048;
 constexpr size_t kPartialBytes = 8;  // every Op::A but LogSumExp's fits
-// Strided rows (columns of a [n, inner] view) split 32 columns to a block, so loads coalesce:
-// chunks of this many elements per column, while there are few enough column groups.
+// Strided rows (columns of a [n, inner] view, inner >= 32) split 32 columns to a block, so loads
+// coalesce: chunks of this many elements per column, while there are few enough column groups.
+// Narrower views split a row to a block: 32-column blocks would leave most threads idle.
 constexpr int64_t kColumnChunk = 512;
 constexpr int64_t kMaxColumnGroups = kSplitBlocks / 8;
 
@@ -145,8 +147,8 @@ SplitPlan PlanSplit(ReduceOp op, const ReduceLayout& layout) {
   if (op == ReduceOp::kLogSumExp || rows == 0) return {};
   OuterReduceInner view;
   const int64_t groups = (rows + ColumnRows::kRowsPerBlock - 1) / ColumnRows::kRowsPerBlock;
-  if (AsOuterReduceInner(layout, &view) && view.inner > 1 && groups <= kMaxColumnGroups &&
-      n >= 2 * kColumnChunk) {
+  if (AsOuterReduceInner(layout, &view) && view.inner >= ColumnRows::kColumns &&
+      groups <= kMaxColumnGroups && n >= 2 * kColumnChunk) {
     return {std::min((n + kColumnChunk - 1) / kColumnChunk,
                      std::max<int64_t>(1, kSplitBlocks / groups)),
             true};
@@ -218,8 +220,11 @@ cudaError_t ReduceTyped(const void* d_x, void* d_y, const ReduceLayout& layout, 
   const SplitPlan plan = kIsLogSumExp<Op> ? SplitPlan{} : PlanSplit(ReduceOp::kSum, layout);
   const auto launch = [&](auto group, const auto& index) {
     if constexpr (!kIsLogSumExp<Op>) {
-      if (plan.splits > 1 && plan.columns) {
-        return LaunchSplit<T, Op, ColumnRows>(x, y, rows, plan.splits, index, workspace, stream);
+      // Columns split only for strided rows (no kernels for the other index types).
+      if constexpr (std::is_same_v<std::decay_t<decltype(index)>, detail::StridedRows>) {
+        if (plan.splits > 1 && plan.columns) {
+          return LaunchSplit<T, Op, ColumnRows>(x, y, rows, plan.splits, index, workspace, stream);
+        }
       }
       if (plan.splits > 1) {
         return LaunchSplit<T, Op, BlockRows>(x, y, rows, plan.splits, index, workspace, stream);

@@ -28,8 +28,9 @@ namespace ampc::cuda {
 // reduces nothing (each y is op of one element). Types: float, float16, bfloat16, double, int32,
 // int64; kMax and kMin also int8 and uint8. cudaErrorInvalidValue when the dims, coalesced, still
 // alternate between kept and reduced over more than kMaxReduceDims runs.
-// Few long rows (a whole-tensor sum, per-channel statistics) are cut into chunks, a block each,
-// whose partial results a second launch combines in a fixed order: d_workspace must then hold
+// Few long rows (a whole-tensor sum, per-channel statistics) are cut into chunks, a block each
+// (32 columns to a block where the rows are columns of a wide enough view), whose partial
+// results a second launch combines in a fixed order: d_workspace must then hold
 // ReduceWorkspaceBytes(...) bytes (0: no workspace, d_workspace may be null;
 // cudaErrorMissingConfiguration when it is null but needed).
 size_t ReduceWorkspaceBytes(ReduceOp op, const int64_t* dims, int rank, const int* axes,

@@ -69,10 +69,10 @@ struct ReduceShape {
 
 // The launcher's paths: short contiguous rows (a warp each), long ones (a block each), strided
 // rows (inner > 1: 32 to a block; few and long: a block each), reduced dims split by a kept one
-// (general: a warp or a block each), everything, and size-1 dims; then few long rows, cut into
+// (general: a warp or a block each), everything, and size-1 dims; then few long rows cut into
 // chunks whose partials a second launch combines: a whole tensor, per-channel statistics of an
-// NCHW batch (general), a tall strided column; and columns split 32 to a block (a bias gradient's
-// [n, c] sum over n, also under an outer dim).
+// NCHW batch (general), a tall narrow strided column (a row to a block), and columns of a bias
+// gradient's [n, c] sum over n, also under an outer dim (32 columns to a block).
 const std::vector<ReduceShape> kReduceShapes = {
     {{64, 300}, {1}, 0},
     {{8, 5000}, {-1}, 1},
