@@ -58,11 +58,14 @@ absl::StatusOr<std::shared_ptr<Buffer>> CudaBackend::Allocate(size_t bytes) {
 
 absl::Status CudaBackend::CopyFromHost(const void* host, Tensor& tensor) {
   ++host_copies_;
-  // Below this the driver queues a pageable copy without waiting; a batch of data is far above.
+  // Below kStagedBytes the driver queues a pageable copy without waiting; a batch of data is far
+  // above. Above kMaxStagedBytes (weights uploaded once, huge batches) the copy goes direct, so
+  // the ring's pinned memory stays at most kStagingBuffers * kMaxStagedBytes.
   constexpr size_t kStagedBytes = 64 * 1024;
+  constexpr size_t kMaxStagedBytes = 64 * 1024 * 1024;
   constexpr size_t kStagingBuffers = 4;
   const size_t bytes = tensor.bytes();
-  if (bytes < kStagedBytes) {
+  if (bytes < kStagedBytes || bytes > kMaxStagedBytes) {
     return Check(cudaMemcpyAsync(tensor.raw(), host, bytes, cudaMemcpyHostToDevice, stream_),
                  "copying to the GPU");
   }

@@ -26,9 +26,10 @@ class CudaBackend final : public Backend {
 
   const std::string& name() const override { return name_; }
   absl::StatusOr<std::shared_ptr<Buffer>> Allocate(size_t bytes) override;
-  // The host buffer may be reused on return. Large copies go through a ring of pinned staging
-  // buffers, so they are queued without waiting for the stream (from pageable memory the driver
-  // would wait for the copy, hence for the work queued before it).
+  // The host buffer may be reused on return. Copies from 64 KiB to 64 MiB (a batch of data) go
+  // through a ring of four pinned staging buffers, so they are queued without waiting for the
+  // stream (from pageable memory the driver would wait for the copy, hence for the work queued
+  // before it).
   absl::Status CopyFromHost(const void* host, Tensor& tensor) override;
   // Waits for the queued work that produces `tensor`.
   absl::Status CopyToHost(const Tensor& tensor, void* host) override;
