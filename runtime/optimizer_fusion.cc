@@ -11,17 +11,22 @@
 namespace ampc {
 namespace {
 
-constexpr int kAdamInputs = 7;  // skip, lr, step, param, grad, m, v
-constexpr int kAdamOutputs = 3;
+constexpr int kScalars = 3;  // skip, lr, and step (Adam) or first (SGD)
 
-bool IsAdam(const onnx::NodeProto& node) {
-  return node.domain() == "ai.ampc" && node.op_type() == "Adam" &&
-         node.input_size() == kAdamInputs && node.output_size() == kAdamOutputs;
+// The fused op of an optimizer node, or null.
+const char* FusedOp(const onnx::NodeProto& node) {
+  if (node.domain() != "ai.ampc" || node.input_size() <= kScalars) return nullptr;
+  if (node.op_type() == "Adam") return "MultiAdam";
+  if (node.op_type() == "SGD") return "MultiSGD";
+  return nullptr;
 }
 
-// Nodes fuse when this is equal: the scalar inputs and the attributes, in name order.
+// Nodes fuse when this is equal: the op, the arity, the scalar inputs and the attributes, in
+// name order.
 std::string GroupKey(const onnx::NodeProto& node) {
-  std::string key = node.input(0) + '\n' + node.input(1) + '\n' + node.input(2) + '\n';
+  std::string key = node.op_type() + '\n' + std::to_string(node.input_size()) + '\n' +
+                    std::to_string(node.output_size()) + '\n';
+  for (int k = 0; k < kScalars; ++k) key += node.input(k) + '\n';
   std::vector<const onnx::AttributeProto*> attributes;
   for (const onnx::AttributeProto& a : node.attribute()) attributes.push_back(&a);
   std::sort(attributes.begin(), attributes.end(),
@@ -46,16 +51,17 @@ bool Movable(const onnx::GraphProto& graph, const std::vector<int>& members) {
   return true;
 }
 
-onnx::NodeProto MultiAdam(const onnx::GraphProto& graph, const std::vector<int>& members) {
+onnx::NodeProto Fused(const onnx::GraphProto& graph, const std::vector<int>& members) {
   const onnx::NodeProto& first = graph.node(members.front());
   onnx::NodeProto fused;
-  fused.set_op_type("MultiAdam");
+  fused.set_op_type(FusedOp(first));
   fused.set_domain(kRuntimeDomain);
   fused.set_name(first.name() + "/multi");
-  for (int k = 0; k < 3; ++k) fused.add_input(first.input(k));
+  for (int k = 0; k < kScalars; ++k) fused.add_input(first.input(k));
   for (int i : members) {
-    for (int k = 3; k < kAdamInputs; ++k) fused.add_input(graph.node(i).input(k));
-    for (const std::string& out : graph.node(i).output()) fused.add_output(out);
+    const onnx::NodeProto& node = graph.node(i);
+    for (int k = kScalars; k < node.input_size(); ++k) fused.add_input(node.input(k));
+    for (const std::string& out : node.output()) fused.add_output(out);
   }
   *fused.mutable_attribute() = first.attribute();
   return fused;
@@ -63,10 +69,10 @@ onnx::NodeProto MultiAdam(const onnx::GraphProto& graph, const std::vector<int>&
 
 }  // namespace
 
-int FuseAdams(onnx::GraphProto& graph) {
+int FuseOptimizers(onnx::GraphProto& graph) {
   std::map<std::string, std::vector<int>> groups;
   for (int i = 0; i < graph.node_size(); ++i) {
-    if (IsAdam(graph.node(i))) groups[GroupKey(graph.node(i))].push_back(i);
+    if (FusedOp(graph.node(i)) != nullptr) groups[GroupKey(graph.node(i))].push_back(i);
   }
   // The fused node replaces each group's last member; the others go.
   std::vector<bool> drop(graph.node_size(), false);
@@ -74,7 +80,7 @@ int FuseAdams(onnx::GraphProto& graph) {
   int removed = 0;
   for (const auto& [key, members] : groups) {
     if (members.size() < 2 || !Movable(graph, members)) continue;
-    replacement[members.back()] = MultiAdam(graph, members);
+    replacement[members.back()] = Fused(graph, members);
     for (size_t m = 0; m + 1 < members.size(); ++m) drop[members[m]] = true;
     removed += static_cast<int>(members.size()) - 1;
   }

@@ -174,47 +174,68 @@ absl::Status UnscaleClip(KernelContext& context) {
 // ---- Optimizers: FP32 parameters, gradients and moments ----
 
 // torch.optim.SGD, _single_tensor_sgd (maximize=False).
-absl::Status Sgd(KernelContext& context) {
-  AMPC_ASSIGN_OR_RETURN(bool skip, Scalar<bool>(context, 0));
-  AMPC_ASSIGN_OR_RETURN(float lr, Scalar<float>(context, 1));
-  AMPC_ASSIGN_OR_RETURN(bool first, Scalar<bool>(context, 2));
-  const bool has_buf = context.num_inputs() > 5;
-  AMPC_RETURN_IF_ERROR(has_buf ? ExpectParamShape(context, {4, 5})
-                               : ExpectParamShape(context, {4}));
+// SGD's attributes as the update uses them.
+struct SgdScalars {
+  float momentum, wd, keep, neg_lr;
+  bool nesterov, first, has_buf;
+};
+
+// One parameter's update: param, grad (and buf with momentum) are inputs `in` on, the new param
+// (and buf) outputs `out` on.
+absl::Status SgdTensor(KernelContext& context, const SgdScalars& s, bool skip, int in, int out) {
+  AMPC_RETURN_IF_ERROR(s.has_buf ? ExpectParamShape(context, {in + 1, in + 2}, in)
+                                 : ExpectParamShape(context, {in + 1}, in));
   if (skip) {
-    context.SetOutput(0, context.in(3));
-    if (has_buf) context.SetOutput(1, context.in(5));
+    context.SetOutput(out, context.in(in));
+    if (s.has_buf) context.SetOutput(out + 1, context.in(in + 2));
     return absl::OkStatus();
   }
-  const Attributes a = context.attributes();
-  const float momentum = a.Float("momentum", 0.0f), wd = a.Float("weight_decay", 0.0f);
-  const bool nesterov = a.Int("nesterov", 0) != 0;
-  const float keep = static_cast<float>(1.0 - static_cast<double>(a.Float("dampening", 0.0f)));
-  const float neg_lr = -lr;
-  const Tensor& param = context.in(3);
-  AMPC_ASSIGN_OR_RETURN(Tensor * param_out, context.Output(0, param.shape(), DType::kFloat));
+  const Tensor& param = context.in(in);
+  AMPC_ASSIGN_OR_RETURN(Tensor * param_out, context.Output(out, param.shape(), DType::kFloat));
   float* buf_out = nullptr;
-  if (has_buf) {
-    AMPC_ASSIGN_OR_RETURN(Tensor * t, context.Output(1, param.shape(), DType::kFloat));
+  if (s.has_buf) {
+    AMPC_ASSIGN_OR_RETURN(Tensor * t, context.Output(out + 1, param.shape(), DType::kFloat));
     buf_out = t->data<float>();
   }
-  const float *p = param.data<float>(), *grad = context.in(4).data<float>();
-  const float* buf = has_buf ? context.in(5).data<float>() : nullptr;
+  const float *p = param.data<float>(), *grad = context.in(in + 1).data<float>();
+  const float* buf = s.has_buf ? context.in(in + 2).data<float>() : nullptr;
   float* p_out = param_out->data<float>();
   ParallelFor(context, param.size(), [&](int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
       float g = grad[k];
-      if (wd != 0.0f) g = g + wd * p[k];  // grad.add(param, alpha=weight_decay)
-      if (has_buf) {
+      if (s.wd != 0.0f) g = g + s.wd * p[k];  // grad.add(param, alpha=weight_decay)
+      if (s.has_buf) {
         // buf = clone(grad) on the first step, else buf.mul_(momentum).add_(grad,
         // alpha=1-dampening)
-        const float b = first ? g : buf[k] * momentum + keep * g;
+        const float b = s.first ? g : buf[k] * s.momentum + s.keep * g;
         buf_out[k] = b;
-        g = nesterov ? g + momentum * b : b;
+        g = s.nesterov ? g + s.momentum * b : b;
       }
-      p_out[k] = p[k] + neg_lr * g;  // param.add_(grad, alpha=-lr)
+      p_out[k] = p[k] + s.neg_lr * g;  // param.add_(grad, alpha=-lr)
     }
   });
+  return absl::OkStatus();
+}
+
+// SGD (ai.ampc) with one parameter, and the runtime's MultiSGD (optimizer_fusion.h) with any
+// number: inputs skip, lr, first, then param, grad (and buf with momentum) per parameter.
+absl::Status Sgd(KernelContext& context) {
+  AMPC_ASSIGN_OR_RETURN(bool skip, Scalar<bool>(context, 0));
+  AMPC_ASSIGN_OR_RETURN(float lr, Scalar<float>(context, 1));
+  AMPC_ASSIGN_OR_RETURN(bool first, Scalar<bool>(context, 2));
+  const Attributes a = context.attributes();
+  SgdScalars s;
+  s.momentum = a.Float("momentum", 0.0f);
+  s.wd = a.Float("weight_decay", 0.0f);
+  s.keep = static_cast<float>(1.0 - static_cast<double>(a.Float("dampening", 0.0f)));
+  s.neg_lr = -lr;
+  s.nesterov = a.Int("nesterov", 0) != 0;
+  s.first = first;
+  s.has_buf = s.momentum != 0.0f;
+  const int per_in = s.has_buf ? 3 : 2, per_out = s.has_buf ? 2 : 1;
+  for (int in = 3, out = 0; in < context.num_inputs(); in += per_in, out += per_out) {
+    AMPC_RETURN_IF_ERROR(SgdTensor(context, s, skip, in, out));
+  }
   return absl::OkStatus();
 }
 

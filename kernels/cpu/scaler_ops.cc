@@ -115,6 +115,23 @@ absl::Status CheckAdam(const KernelInfo& info) {
                             DType::kFloat, DType::kFloat, DType::kFloat});
 }
 
+// The runtime's MultiSGD (runtime/optimizer_fusion.h): SGD's inputs with (param, grad[, buf])
+// repeated, SGD's outputs repeated.
+absl::Status CheckMultiSgd(const KernelInfo& info) {
+  const bool momentum = info.attributes().Float("momentum", 0.0f) != 0.0f;
+  const int per_in = momentum ? 3 : 2, per_out = momentum ? 2 : 1;
+  const int inputs = info.node.input_size(), params = (inputs - 3) / per_in;
+  if (inputs < 3 + per_in || (inputs - 3) % per_in != 0 ||
+      info.node.output_size() != per_out * params) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("takes (skip, lr, first, then param, grad", momentum ? ", buf" : "",
+                     " per parameter) -> (param", momentum ? ", buf" : "", " per parameter)"));
+  }
+  AMPC_RETURN_IF_ERROR(ExpectTypes(info, {DType::kBool, DType::kFloat, DType::kBool}));
+  for (int i = 3; i < inputs; ++i) AMPC_RETURN_IF_ERROR(ExpectType(info, i, DType::kFloat));
+  return absl::OkStatus();
+}
+
 // The runtime's MultiAdam (runtime/optimizer_fusion.h): Adam's inputs with (param, grad, m, v)
 // repeated, Adam's outputs repeated.
 absl::Status CheckMultiAdam(const KernelInfo& info) {
@@ -137,6 +154,7 @@ void Register(KernelRegistry& registry, const char* backend, const ScalerKernels
   registry.Register(Def(backend, "UnscaleClip", CheckUnscaleClip, kernels.unscale_clip));
   registry.Register(Def(backend, "SGD", CheckSgd, kernels.sgd));
   registry.Register(Def(backend, "Adam", CheckAdam, kernels.adam));
+  registry.Register(Def(backend, "MultiSGD", CheckMultiSgd, kernels.sgd, kRuntimeDomain));
   registry.Register(Def(backend, "MultiAdam", CheckMultiAdam, kernels.adam, kRuntimeDomain));
 }
 

@@ -16,9 +16,9 @@ struct ScalerKernels {
   KernelFunction check_finite, update_scale, unscale_clip, sgd, adam;
 };
 
-// Registers `kernels` for `backend` in domain ai.ampc, and kernels.adam also as the runtime's
-// MultiAdam (runtime/optimizer_fusion.h), which it must handle; each node's arity and input types
-// are checked once, when a session is created.
+// Registers `kernels` for `backend` in domain ai.ampc, and kernels.sgd and kernels.adam also as
+// the runtime's MultiSGD and MultiAdam (runtime/optimizer_fusion.h), which they must handle; each
+// node's arity and input types are checked once, when a session is created.
 void Register(KernelRegistry& registry, const char* backend, const ScalerKernels& kernels);
 
 // Input i must hold one element (a scale, a flag, a learning rate, a step).

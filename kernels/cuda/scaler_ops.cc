@@ -102,34 +102,44 @@ absl::Status UnscaleClip(KernelContext& context) {
 
 // ---- Optimizers: FP32 parameters, gradients and moments ----
 
+// SGD (ai.ampc) with one parameter, and the runtime's MultiSGD (optimizer_fusion.h) with any
+// number (inputs skip, lr, first, then param, grad and, with momentum, buf per parameter): one
+// multi-tensor launch.
 absl::Status Sgd(KernelContext& context) {
   AMPC_RETURN_IF_ERROR(ExpectScalars(context, {0, 1, 2}));
-  const bool has_buf = context.num_inputs() > 5;
-  AMPC_RETURN_IF_ERROR(has_buf ? ExpectParamShape(context, {4, 5})
-                               : ExpectParamShape(context, {4}));
   const Attributes a = context.attributes();
   cuda::math::SgdAttrs attrs;
   attrs.momentum = a.Float("momentum", 0.0f);
   attrs.dampening = a.Float("dampening", 0.0f);
   attrs.weight_decay = a.Float("weight_decay", 0.0f);
   attrs.nesterov = a.Int("nesterov", 0) != 0;
-  const Tensor& param = context.in(3);
-  AMPC_ASSIGN_OR_RETURN(Tensor * param_out, context.Output(0, param.shape(), DType::kFloat));
-  cuda::SgdTensor t{param.data<float>(),
-                    context.in(4).raw(),
-                    cuda::ElemType::kFloat,
-                    nullptr,
-                    param_out->data<float>(),
-                    nullptr,
-                    param.size()};
-  if (has_buf) {
-    AMPC_ASSIGN_OR_RETURN(Tensor * buf_out, context.Output(1, param.shape(), DType::kFloat));
-    t.buf = Device<float>(context, 5);
-    t.buf_out = buf_out->data<float>();
+  const bool has_buf = attrs.momentum != 0.0f;
+  const int per_in = has_buf ? 3 : 2, per_out = has_buf ? 2 : 1;
+  std::vector<cuda::SgdTensor> tensors;
+  for (int in = 3, out = 0; in < context.num_inputs(); in += per_in, out += per_out) {
+    AMPC_RETURN_IF_ERROR(has_buf ? ExpectParamShape(context, {in + 1, in + 2}, in)
+                                 : ExpectParamShape(context, {in + 1}, in));
+    const Tensor& param = context.in(in);
+    AMPC_ASSIGN_OR_RETURN(Tensor * param_out, context.Output(out, param.shape(), DType::kFloat));
+    cuda::SgdTensor t{param.data<float>(),
+                      context.in(in + 1).raw(),
+                      cuda::ElemType::kFloat,
+                      nullptr,
+                      param_out->data<float>(),
+                      nullptr,
+                      param.size()};
+    if (has_buf) {
+      AMPC_ASSIGN_OR_RETURN(Tensor * buf_out,
+                            context.Output(out + 1, param.shape(), DType::kFloat));
+      t.buf = Device<float>(context, in + 2);
+      t.buf_out = buf_out->data<float>();
+    }
+    tensors.push_back(t);
   }
   return cuda::Launched(
-      context, cuda::MultiTensorSgd({t}, attrs, Device<bool>(context, 0), Device<float>(context, 1),
-                                    Device<bool>(context, 2), cuda::StreamOf(context)));
+      context,
+      cuda::MultiTensorSgd(tensors, attrs, Device<bool>(context, 0), Device<float>(context, 1),
+                           Device<bool>(context, 2), cuda::StreamOf(context)));
 }
 
 // Adam (ai.ampc) with one parameter, and the runtime's MultiAdam (optimizer_fusion.h) with any

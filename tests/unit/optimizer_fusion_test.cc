@@ -1,6 +1,6 @@
-// runtime/optimizer_fusion.h: which ai.ampc Adam nodes become one MultiAdam, and that the fused
-// graph computes the same bits as the unfused one on the CPU (the CUDA MultiAdam is the
-// multi-tensor launcher cuda_scaler_test checks with 65 tensors).
+// runtime/optimizer_fusion.h: which ai.ampc Adam and SGD nodes become one MultiAdam or MultiSGD,
+// and that the fused graph computes the same bits as the unfused one on the CPU (the CUDA kernels
+// are the multi-tensor launchers cuda_scaler_test checks with 65 tensors).
 #include "runtime/optimizer_fusion.h"
 
 #include <gtest/gtest.h>
@@ -41,7 +41,7 @@ g (bool skip, float lr, float lr2, int64 step, float[3] p1, float[3] g1, float[3
 
 TEST(OptimizerFusionTest, AdamsSharingScalarsAndAttributesBecomeOneMultiAdam) {
   onnx::ModelProto model = testing::ParseModelText(Model());
-  EXPECT_EQ(FuseAdams(*model.mutable_graph()), 2);
+  EXPECT_EQ(FuseOptimizers(*model.mutable_graph()), 2);
   ASSERT_EQ(model.graph().node_size(), 1);
   const onnx::NodeProto& fused = model.graph().node(0);
   EXPECT_EQ(fused.domain(), kRuntimeDomain);
@@ -57,19 +57,19 @@ TEST(OptimizerFusionTest, AdamsSharingScalarsAndAttributesBecomeOneMultiAdam) {
 
 TEST(OptimizerFusionTest, OtherScalarsOrAttributesMakeAnotherGroup) {
   onnx::ModelProto other_lr = testing::ParseModelText(Model("", "lr2"));
-  EXPECT_EQ(FuseAdams(*other_lr.mutable_graph()), 1);
+  EXPECT_EQ(FuseOptimizers(*other_lr.mutable_graph()), 1);
   ASSERT_EQ(other_lr.graph().node_size(), 2);
   EXPECT_EQ(other_lr.graph().node(0).op_type(), "MultiAdam");
   EXPECT_EQ(other_lr.graph().node(1).op_type(), "Adam");
   onnx::ModelProto other_decay =
       testing::ParseModelText(Model("", "lr", "weight_decay = 0.02, decoupled = 1"));
-  EXPECT_EQ(FuseAdams(*other_decay.mutable_graph()), 1);
+  EXPECT_EQ(FuseOptimizers(*other_decay.mutable_graph()), 1);
 }
 
 TEST(OptimizerFusionTest, NoFusionWhereANodeBetweenReadsAnUpdate) {
   onnx::ModelProto model = testing::ParseModelText(Model("r = Neg(q1)"));
   const std::string before = model.SerializeAsString();
-  EXPECT_EQ(FuseAdams(*model.mutable_graph()), 0);
+  EXPECT_EQ(FuseOptimizers(*model.mutable_graph()), 0);
   EXPECT_EQ(model.SerializeAsString(), before);
 }
 
@@ -85,24 +85,28 @@ std::vector<Tensor> RunOnCpu(CpuBackend& cpu, const onnx::GraphProto& graph,
   return outputs.ok() ? *std::move(outputs) : std::vector<Tensor>{};
 }
 
-TEST(OptimizerFusionTest, TheFusedGraphGivesTheSameBits) {
+// Runs `text` as it is and fused (`removed` nodes fewer) on the same inputs: skip, lr, lr2, the
+// third scalar (`third`), then `per_param` tensors for each of three parameters (values in
+// (-1, 1), the last of each in [0, 1), as Adam's v must be). Outputs must be the same bits.
+void ExpectFusedGivesTheSameBits(const std::string& text, int removed, const Tensor& third,
+                                 int per_param) {
   RegisterAmpcSchemas();
-  const onnx::ModelProto plain = testing::ParseModelText(Model());
+  const onnx::ModelProto plain = testing::ParseModelText(text);
   onnx::ModelProto fused = plain;
-  ASSERT_EQ(FuseAdams(*fused.mutable_graph()), 2);
+  ASSERT_EQ(FuseOptimizers(*fused.mutable_graph()), removed);
   CpuBackend cpu(1);
   for (const bool skip : {false, true}) {
     Tensor flag = Tensor::Host(DType::kBool, {});
     flag.data<bool>()[0] = skip;
     std::vector<Tensor> inputs = {flag, testing::Floats({}, {0.01f}), testing::Floats({}, {0.02f}),
-                                  testing::Int64s({}, {3})};
+                                  third};
     float x = 0.37f;
     for (const Shape& shape : {Shape{3}, Shape{2, 2}, Shape{5}}) {
-      for (int k = 0; k < 4; ++k) {
+      for (int k = 0; k < per_param; ++k) {
         std::vector<float> values;
         for (int64_t i = 0; i < (shape.size() == 1 ? shape[0] : 4); ++i) {
           x = x * 1.7f - static_cast<float>(static_cast<int>(x * 1.7f));  // in [0, 1)
-          values.push_back(k == 3 ? x : 2 * x - 1);                       // v >= 0
+          values.push_back(k == per_param - 1 ? x : 2 * x - 1);
         }
         inputs.push_back(testing::Floats(shape, values));
       }
@@ -114,6 +118,41 @@ TEST(OptimizerFusionTest, TheFusedGraphGivesTheSameBits) {
       ASSERT_EQ(got[i].bytes(), want[i].bytes());
       EXPECT_EQ(std::memcmp(got[i].raw(), want[i].raw(), want[i].bytes()), 0)
           << "output " << i << " skip " << skip;
+    }
+  }
+}
+
+TEST(OptimizerFusionTest, FusedAdamGivesTheSameBits) {
+  ExpectFusedGivesTheSameBits(Model(), 2, testing::Int64s({}, {3}), 4);
+}
+
+// Three SGD nodes, with momentum (param, grad, buf each) or without (param, grad).
+std::string SgdModel(bool momentum) {
+  std::string inputs, outputs, nodes;
+  const char* shapes[] = {"[3]", "[2, 2]", "[5]"};
+  for (int i = 1; i <= 3; ++i) {
+    const std::string t = absl::StrCat("float", shapes[i - 1]), n = std::to_string(i);
+    absl::StrAppend(&inputs, ", ", t, " p", n, ", ", t, " g", n,
+                    momentum ? absl::StrCat(", ", t, " b", n) : "");
+    absl::StrAppend(&outputs, i == 1 ? "" : ", ", t, " q", n,
+                    momentum ? absl::StrCat(", ", t, " c", n) : "");
+    absl::StrAppend(
+        &nodes, "  q", n, momentum ? ", c" + n : "", " = ai.ampc.SGD <",
+        momentum ? "momentum = 0.9, dampening = 0.1, nesterov = 1, " : "momentum = 0.0, ",
+        "weight_decay = 0.001> (skip, lr, first, p", n, ", g", n, momentum ? ", b" + n : "", ")\n");
+  }
+  return absl::StrCat("<ir_version: 8, opset_import: [\"\" : 17, \"ai.ampc\" : 1]>\n",
+                      "g (bool skip, float lr, float lr2, bool first", inputs, ") => (", outputs,
+                      ") {\n", nodes, "}\n");
+}
+
+TEST(OptimizerFusionTest, FusedSgdGivesTheSameBitsWithAndWithoutMomentum) {
+  for (const bool momentum : {true, false}) {
+    for (const bool first : {true, false}) {
+      SCOPED_TRACE(absl::StrCat("momentum ", momentum, " first ", first));
+      Tensor flag = Tensor::Host(DType::kBool, {});
+      flag.data<bool>()[0] = first;
+      ExpectFusedGivesTheSameBits(SgdModel(momentum), 2, flag, momentum ? 3 : 2);
     }
   }
 }
