@@ -106,9 +106,10 @@ absl::Status CudaBackend::CopyToHost(const Tensor& tensor, void* host) {
 
 absl::Status CudaBackend::CopyAllToHost(std::span<const Tensor* const> tensors,
                                         std::span<void* const> hosts) {
-  constexpr size_t kAlign = 16;
+  // Each tensor's place in the staging buffer, 16-byte aligned.
+  auto padded = [](const Tensor& t) { return (t.bytes() + 15) / 16 * 16; };
   size_t total = 0;
-  for (const Tensor* t : tensors) total += (t->bytes() + kAlign - 1) / kAlign * kAlign;
+  for (const Tensor* t : tensors) total += padded(*t);
   if (total > pinned_bytes_) {
     if (pinned_ != nullptr) cudaFreeHost(pinned_);
     pinned_ = nullptr;
@@ -125,14 +126,14 @@ absl::Status CudaBackend::CopyAllToHost(std::span<const Tensor* const> tensors,
           cudaMemcpyAsync(pinned_ + offset, t->raw(), t->bytes(), cudaMemcpyDeviceToHost, stream_),
           "copying from the GPU"));
     }
-    offset += (t->bytes() + kAlign - 1) / kAlign * kAlign;
+    offset += padded(*t);
   }
   AMPC_RETURN_IF_ERROR(Synchronize());
   offset = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = *tensors[i];
     std::memcpy(hosts[i], InHostMemory(t) ? t.raw() : pinned_ + offset, t.bytes());
-    offset += (t.bytes() + kAlign - 1) / kAlign * kAlign;
+    offset += padded(t);
   }
   return absl::OkStatus();
 }

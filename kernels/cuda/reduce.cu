@@ -138,6 +138,7 @@ constexpr int64_t kMaxColumnGroups = kSplitBlocks / 8;
 struct SplitPlan {
   int64_t splits = 1;    // chunks per row; 1: no split
   bool columns = false;  // 32 strided rows to a block (ColumnRows), else one row (BlockRows)
+  int64_t partials = 0;  // rows * splits when split: the workspace holds this many
 };
 
 // LogSumExp (two passes over a row) never splits.
@@ -145,17 +146,20 @@ SplitPlan PlanSplit(ReduceOp op, const ReduceLayout& layout) {
   int64_t rows = 1, n = 1;
   for (int d = 0; d < layout.rank; ++d) (layout.reduced[d] ? n : rows) *= layout.sizes[d];
   if (op == ReduceOp::kLogSumExp || rows == 0) return {};
+  SplitPlan plan;
   OuterReduceInner view;
   const int64_t groups = (rows + ColumnRows::kRowsPerBlock - 1) / ColumnRows::kRowsPerBlock;
   if (AsOuterReduceInner(layout, &view) && view.inner >= ColumnRows::kColumns &&
       groups <= kMaxColumnGroups && n >= 2 * kColumnChunk) {
-    return {std::min((n + kColumnChunk - 1) / kColumnChunk,
-                     std::max<int64_t>(1, kSplitBlocks / groups)),
-            true};
+    plan.columns = true;
+    plan.splits = std::min((n + kColumnChunk - 1) / kColumnChunk,
+                           std::max<int64_t>(1, kSplitBlocks / groups));
+  } else if (n >= 2 * kSplitChunk) {
+    plan.splits =
+        std::min((n + kSplitChunk - 1) / kSplitChunk, std::max<int64_t>(1, kSplitBlocks / rows));
   }
-  if (n < 2 * kSplitChunk) return {};
-  return {std::min((n + kSplitChunk - 1) / kSplitChunk, std::max<int64_t>(1, kSplitBlocks / rows)),
-          false};
+  if (plan.splits > 1) plan.partials = rows * plan.splits;
+  return plan;
 }
 
 // partials[r * splits + s] = Op over chunk s of row r; block (s, g) takes chunk s of the rows of
@@ -285,10 +289,7 @@ size_t ReduceWorkspaceBytes(ReduceOp op, const int64_t* dims, int rank, const in
                             int num_axes) {
   ReduceLayout layout;
   if (!CoalesceReduce(dims, rank, axes, num_axes, &layout)) return 0;
-  int64_t rows = 1;
-  for (int d = 0; d < layout.rank; ++d) rows *= layout.reduced[d] ? 1 : layout.sizes[d];
-  const SplitPlan plan = PlanSplit(op, layout);
-  return plan.splits > 1 ? static_cast<size_t>(rows * plan.splits) * kPartialBytes : 0;
+  return static_cast<size_t>(PlanSplit(op, layout).partials) * kPartialBytes;
 }
 
 cudaError_t Reduce(ReduceOp op, ElemType type, const void* d_x, void* d_y, const int64_t* dims,

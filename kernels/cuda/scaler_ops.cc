@@ -147,12 +147,6 @@ absl::Status Sgd(KernelContext& context) {
 // A step below 1 (an error on the CPU, which reads it on the host) leaves everything unchanged.
 absl::Status Adam(KernelContext& context) {
   AMPC_RETURN_IF_ERROR(ExpectScalars(context, {0, 1, 2}));
-  if ((context.num_inputs() - 3) % 4 != 0 ||
-      context.num_outputs() != (context.num_inputs() - 3) / 4 * 3) {
-    return NodeError(context,
-                     "takes skip, lr, step and four inputs per parameter, and gives "
-                     "three outputs per parameter");
-  }
   const Attributes a = context.attributes();
   cuda::math::AdamAttrs attrs;
   attrs.beta1 = a.Float("beta1", 0.9f);
