@@ -21,6 +21,15 @@ struct MemoryStats {
   uint64_t reuses = 0;        // requests served from the cache
 };
 
+// Work a backend recorded once (Backend::BeginCapture ... EndCapture) and replays whole: the same
+// kernels on the same memory, reading whatever that memory holds at each replay (a CUDA Graph).
+class CapturedWork {
+ public:
+  virtual ~CapturedWork() = default;
+  // Queues the recorded work; nothing waits for it.
+  virtual absl::Status Replay() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -42,8 +51,24 @@ class Backend {
   virtual absl::Status CopyAllToHost(std::span<const Tensor* const> tensors,
                                      std::span<void* const> hosts);
 
+  // Copies one tensor of this backend into another of the same byte count, queued like a
+  // kernel. The default handles host memory only.
+  virtual absl::Status Copy(const Tensor& from, Tensor& to);
+
   // Waits until all queued work is done (a no-op on the CPU).
   virtual absl::Status Synchronize() = 0;
+
+  // Capture: from BeginCapture to EndCapture the work queued is recorded instead of run, for
+  // replay without the host. While capturing, whatever waits for the device (CopyToHost,
+  // Synchronize) fails and ends the capture's chances (call AbortCapture); data copied from the
+  // host is kept with the capture; and the memory handed out stays reserved to the captures made
+  // (kept from other users) until all of them are destroyed. Unimplemented where the backend
+  // cannot capture (the CPU).
+  virtual bool CanCapture() const { return false; }
+  virtual absl::Status BeginCapture();
+  virtual absl::StatusOr<std::unique_ptr<CapturedWork>> EndCapture();
+  // Ends a capture that failed; a no-op when none is in progress.
+  virtual void AbortCapture() {}
 
   virtual MemoryStats memory_stats() const = 0;
   virtual void ResetPeak() = 0;

@@ -38,6 +38,18 @@ void BufferCache::Put(void* data, size_t capacity) {
   cache_.emplace(capacity, data);
 }
 
+bool BufferCache::Reserve(void* data, size_t capacity) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto [begin, end] = cache_.equal_range(capacity);
+  auto it = std::find_if(begin, end, [data](const auto& entry) { return entry.second == data; });
+  if (it == end) return false;
+  cache_.erase(it);
+  stats_.cached_bytes -= capacity;
+  stats_.live_bytes += capacity;
+  stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.live_bytes);
+  return true;
+}
+
 std::vector<void*> BufferCache::Drain() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<void*> buffers;

@@ -23,6 +23,8 @@ class BufferCache {
   void Refused(size_t capacity);
   // A buffer whose last user went away.
   void Put(void* data, size_t capacity);
+  // Takes this very buffer out of the cache, if it is there: live again, not a request.
+  bool Reserve(void* data, size_t capacity);
   // Empties the cache; the caller frees what it returns.
   std::vector<void*> Drain();
 

@@ -31,6 +31,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device) {
 }
 
 CudaBackend::~CudaBackend() {
+  AbortCapture();
   cudaStreamSynchronize(stream_);
   shared_.clear();
   for (void* data : cache_.Drain()) cudaFree(data);
@@ -53,10 +54,12 @@ absl::StatusOr<std::shared_ptr<Buffer>> CudaBackend::Allocate(size_t bytes) {
                                                      " bytes (", stats.live_bytes,
                                                      " bytes live on the device)"));
   }
+  if (capturing_) captured_buffers_.emplace_back(data, capacity);
   return std::make_shared<Buffer>(data, capacity, this);
 }
 
 absl::Status CudaBackend::CopyFromHost(const void* host, Tensor& tensor) {
+  if (capturing_) return CopyFromHostCaptured(host, tensor);
   ++host_copies_;
   // Below kStagedBytes the driver queues a pageable copy without waiting; a batch of data is far
   // above. Above kMaxStagedBytes (weights uploaded once, huge batches) the copy goes direct, so
@@ -73,6 +76,7 @@ absl::Status CudaBackend::CopyFromHost(const void* host, Tensor& tensor) {
   Staging& slot = staging_[next_staging_];
   next_staging_ = (next_staging_ + 1) % staging_.size();
   if (slot.copied != nullptr) {
+    if (cudaEventQuery(slot.copied) == cudaErrorNotReady) ++synchronisations_;  // a real wait
     AMPC_RETURN_IF_ERROR(Check(cudaEventSynchronize(slot.copied), "an earlier copy to the GPU"));
   } else {
     AMPC_RETURN_IF_ERROR(Check(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming),
@@ -95,6 +99,7 @@ absl::Status CudaBackend::CopyFromHost(const void* host, Tensor& tensor) {
 }
 
 absl::Status CudaBackend::CopyToHost(const Tensor& tensor, void* host) {
+  if (capturing_) return Synchronize();  // refused while capturing
   if (absl::Status s = Check(
           cudaMemcpyAsync(host, tensor.raw(), tensor.bytes(), cudaMemcpyDeviceToHost, stream_),
           "copying from the GPU");
@@ -106,6 +111,7 @@ absl::Status CudaBackend::CopyToHost(const Tensor& tensor, void* host) {
 
 absl::Status CudaBackend::CopyAllToHost(std::span<const Tensor* const> tensors,
                                         std::span<void* const> hosts) {
+  if (capturing_) return Synchronize();  // refused while capturing
   // Each tensor's place in the staging buffer, 16-byte aligned.
   auto padded = [](const Tensor& t) { return (t.bytes() + 15) / 16 * 16; };
   size_t total = 0;
@@ -138,8 +144,125 @@ absl::Status CudaBackend::CopyAllToHost(std::span<const Tensor* const> tensors,
   return absl::OkStatus();
 }
 
+absl::Status CudaBackend::Copy(const Tensor& from, Tensor& to) {
+  if (from.bytes() != to.bytes()) return Backend::Copy(from, to);  // the error
+  return Check(
+      cudaMemcpyAsync(to.raw(), from.raw(), from.bytes(), cudaMemcpyDeviceToDevice, stream_),
+      "copying on the GPU");
+}
+
 absl::Status CudaBackend::Synchronize() {
+  if (capturing_) {
+    return absl::FailedPreconditionError(
+        "waits for the GPU, which a CUDA graph cannot record (a GPU value read on the host)");
+  }
+  ++synchronisations_;
   return Check(cudaStreamSynchronize(stream_), "the GPU's queued work");
+}
+
+// One instantiated CUDA Graph and the pinned host copies its memcpy nodes read.
+class CudaGraph final : public CapturedWork {
+ public:
+  CudaGraph(CudaBackend& backend, cudaGraphExec_t exec, std::vector<void*> host)
+      : backend_(backend), exec_(exec), host_(std::move(host)) {}
+  ~CudaGraph() override {
+    cudaStreamSynchronize(backend_.stream());  // a replay may still read the host copies
+    cudaGraphExecDestroy(exec_);
+    for (void* data : host_) cudaFreeHost(data);
+    backend_.CaptureDestroyed();
+  }
+  absl::Status Replay() override {
+    return CudaBackend::Check(cudaGraphLaunch(exec_, backend_.stream()), "replaying a CUDA graph");
+  }
+
+ private:
+  CudaBackend& backend_;
+  cudaGraphExec_t exec_;
+  std::vector<void*> host_;
+};
+
+absl::Status CudaBackend::BeginCapture() {
+  if (capturing_) return absl::FailedPreconditionError("a capture is already in progress");
+  AMPC_RETURN_IF_ERROR(
+      Check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "starting a capture"));
+  capturing_ = true;
+  captured_buffers_.clear();
+  // The pool's free buffers serve this capture too: captures replay one at a time on the stream.
+  for (const auto& [data, capacity] : pool_) {
+    if (!pool_held_.contains(data)) cache_.Put(data, capacity);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<CapturedWork>> CudaBackend::EndCapture() {
+  if (!capturing_) return Backend::EndCapture();
+  capturing_ = false;
+  cudaGraph_t graph = nullptr;
+  absl::Status status = Check(cudaStreamEndCapture(stream_, &graph), "ending a capture");
+  cudaGraphExec_t exec = nullptr;
+  if (status.ok()) {
+    status = Check(cudaGraphInstantiate(&exec, graph, 0), "instantiating a CUDA graph");
+  }
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  std::vector<void*> host = std::exchange(capture_host_, {});
+  std::vector<std::pair<void*, size_t>> added = std::exchange(captured_buffers_, {});
+  if (!status.ok()) {
+    cudaGetLastError();
+    for (void* data : host) cudaFreeHost(data);
+    SettlePool({});
+    return status;
+  }
+  SettlePool(added);
+  ++live_captures_;
+  return std::unique_ptr<CapturedWork>(new CudaGraph(*this, exec, std::move(host)));
+}
+
+void CudaBackend::AbortCapture() {
+  if (!capturing_) return;
+  capturing_ = false;
+  cudaGraph_t graph = nullptr;
+  cudaStreamEndCapture(stream_, &graph);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  cudaGetLastError();
+  for (void* data : capture_host_) cudaFreeHost(data);
+  capture_host_.clear();
+  captured_buffers_.clear();
+  SettlePool({});
+}
+
+void CudaBackend::SettlePool(const std::vector<std::pair<void*, size_t>>& added) {
+  for (const auto& [data, capacity] : added) pool_.emplace(data, capacity);
+  for (const auto& [data, capacity] : pool_) {
+    if (pool_held_.contains(data)) continue;
+    if (!cache_.Reserve(data, capacity)) pool_held_.insert(data);
+  }
+}
+
+void CudaBackend::Release(void* data, size_t bytes) {
+  // A pool buffer a value let go of stays reserved to the captures (they use it), except while
+  // capturing, when the capture in progress may take it again.
+  if (pool_held_.erase(data) > 0 && !capturing_) return;
+  cache_.Put(data, bytes);
+}
+
+void CudaBackend::CaptureDestroyed() {
+  if (--live_captures_ > 0) return;
+  for (const auto& [data, capacity] : pool_) {
+    if (!pool_held_.contains(data)) cache_.Put(data, capacity);
+  }
+  pool_.clear();
+  pool_held_.clear();  // their holders give them back to the cache
+}
+
+absl::Status CudaBackend::CopyFromHostCaptured(const void* host, Tensor& tensor) {
+  void* pinned = nullptr;
+  AMPC_RETURN_IF_ERROR(
+      Check(cudaMallocHost(&pinned, std::max<size_t>(tensor.bytes(), 1)), "pinned host memory"));
+  capture_host_.push_back(pinned);
+  std::memcpy(pinned, host, tensor.bytes());
+  return Check(
+      cudaMemcpyAsync(tensor.raw(), pinned, tensor.bytes(), cudaMemcpyHostToDevice, stream_),
+      "copying to the GPU");
 }
 
 CudaBackend& CudaOf(Backend& backend) { return static_cast<CudaBackend&>(backend); }

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <typeindex>
 #include <vector>
@@ -36,7 +37,15 @@ class CudaBackend final : public Backend {
   // Through one pinned staging buffer: the copies are queued, then one synchronisation.
   absl::Status CopyAllToHost(std::span<const Tensor* const> tensors,
                              std::span<void* const> hosts) override;
+  absl::Status Copy(const Tensor& from, Tensor& to) override;
   absl::Status Synchronize() override;
+  // A CUDA Graph of the stream's work (relaxed capture mode: a buffer the cache cannot serve is
+  // allocated from the driver). Host data copied while capturing goes through pinned copies the
+  // graph keeps.
+  bool CanCapture() const override { return true; }
+  absl::Status BeginCapture() override;
+  absl::StatusOr<std::unique_ptr<CapturedWork>> EndCapture() override;
+  void AbortCapture() override;
   MemoryStats memory_stats() const override { return cache_.stats(); }
   void ResetPeak() override { cache_.ResetPeak(); }
 
@@ -51,6 +60,9 @@ class CudaBackend final : public Backend {
   // Host-to-device copies from the host since creation; a training step should add none
   // beyond its data.
   uint64_t host_copies() const { return host_copies_; }
+  // Times the host waited for the device since creation (copies to the host, Synchronize, a
+  // staging buffer still in use); a replayed training step adds none.
+  uint64_t synchronisations() const { return synchronisations_; }
 
   // State a kernel family shares across its kernels on this backend (a cuBLASLt handle and
   // workspace, cached plans): made on first use, destroyed with the backend, before its memory.
@@ -65,17 +77,34 @@ class CudaBackend final : public Backend {
   static absl::Status Check(cudaError_t error, absl::string_view what);
 
  protected:
-  void Release(void* data, size_t bytes) override { cache_.Put(data, bytes); }
+  void Release(void* data, size_t bytes) override;
 
  private:
+  friend class CudaGraph;
   CudaBackend(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
+  absl::Status CopyFromHostCaptured(const void* host, Tensor& tensor);
+  // After a capture ends or fails: every pool buffer (with `added`) is reserved to the captures
+  // again, taken out of the cache or marked held where a value still holds it.
+  void SettlePool(const std::vector<std::pair<void*, size_t>>& added);
+  void CaptureDestroyed();
 
   const std::string name_ = "cuda";
   int device_;
   cudaStream_t stream_;
   BufferCache cache_;
   uint64_t host_copies_ = 0;
+  uint64_t synchronisations_ = 0;
   bool allow_tf32_ = false;
+  // Capture: buffers handed out while capturing; the pool of buffers live captures use (kept
+  // out of the cache; those a value still holds are `pool_held_`, reserved again when
+  // released); pinned host copies of the capture in progress. Captures must not outlive the
+  // backend.
+  bool capturing_ = false;
+  std::vector<std::pair<void*, size_t>> captured_buffers_;
+  std::map<void*, size_t> pool_;
+  std::set<void*> pool_held_;
+  std::vector<void*> capture_host_;
+  int live_captures_ = 0;
   char* pinned_ = nullptr;  // CopyAllToHost's staging buffer (cudaMallocHost)
   size_t pinned_bytes_ = 0;
   // CopyFromHost's pinned staging buffers, used in turn; `copied` marks when the device has read

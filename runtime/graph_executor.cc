@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/cpu_backend.h"
 #include "runtime/tensor_proto.h"
 
 namespace ampc {
@@ -19,6 +20,10 @@ struct GraphExecutor::Step {
   std::vector<int> outputs;          // slot per output; -1 for an omitted optional output
   std::vector<int> release;          // slots whose last use is this step
   InputMemory memory;                // where the kernel reads its inputs
+  // On a device backend, for a node with only integer or bool outputs (shape arithmetic): the
+  // CPU kernel, run instead when every input is small and in host memory.
+  std::unique_ptr<KernelInfo> host_info;
+  std::unique_ptr<OpKernel> host_kernel;
 };
 
 namespace {
@@ -49,6 +54,16 @@ constexpr int64_t kHostMirrorElements = 1024;
 
 bool IsConstantNode(const onnx::NodeProto& node) {
   return node.op_type() == "Constant" && (node.domain().empty() || node.domain() == "ai.onnx");
+}
+
+bool IntegerOrBool(DType type) {
+  return type == DType::kInt64 || type == DType::kInt32 || type == DType::kBool;
+}
+
+// The host's backend for shape arithmetic next to a device backend: one thread, made on first use.
+Backend& HostBackend() {
+  static CpuBackend* host = new CpuBackend(1);
+  return *host;
 }
 
 DType ElemType(const onnx::TypeProto& type) {
@@ -219,6 +234,19 @@ absl::Status GraphExecutor::AddNode(const onnx::NodeProto& node, const ExecutorE
   if (!kernel.ok()) return kernel.status();
   step->kernel = *std::move(kernel);
   step->info->build_subgraph = nullptr;  // only valid during creation
+  const auto& outs = step->info->output_types;
+  const bool has_subgraph = std::any_of(node.attribute().begin(), node.attribute().end(),
+                                        [](const auto& a) { return a.has_g() || a.graphs_size(); });
+  if (device_ && !has_subgraph && !outs.empty() &&
+      std::all_of(outs.begin(), outs.end(), IntegerOrBool)) {
+    auto host = std::make_unique<KernelInfo>(KernelInfo{
+        node, step->info->opset, step->info->input_types, outs, HostBackend(), {}, nullptr});
+    absl::StatusOr<std::unique_ptr<OpKernel>> kernel = env.registry.Create(*host, nullptr);
+    if (kernel.ok()) {
+      step->host_info = std::move(host);
+      step->host_kernel = *std::move(kernel);
+    }
+  }
   for (const std::string& output : node.output()) {
     step->outputs.push_back(output.empty() ? -1 : SlotOf(output));
   }
@@ -228,15 +256,39 @@ absl::Status GraphExecutor::AddNode(const onnx::NodeProto& node, const ExecutorE
 
 // A kernel that throws (std::bad_alloc from a scratch buffer, a library error) becomes a Status
 // naming the node instead of ending the process.
-absl::Status GraphExecutor::Compute(const Step& step, KernelContext& context) {
+absl::Status GraphExecutor::Compute(OpKernel& kernel, const KernelInfo& info,
+                                    KernelContext& context) {
   try {
-    return step.kernel->Compute(context);
+    return kernel.Compute(context);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
-        absl::StrCat(step.info->label(), ": out of memory for its scratch buffers"));
+        absl::StrCat(info.label(), ": out of memory for its scratch buffers"));
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(step.info->label(), ": ", e.what()));
+    return absl::InternalError(absl::StrCat(info.label(), ": ", e.what()));
   }
+}
+
+// Points the inputs at host tensors (host mirrors of constants) when every one is small and in
+// host memory or mirrored there: then the step's host kernel runs, and nothing waits for the
+// device. False (inputs untouched) otherwise.
+bool GraphExecutor::PlaceOnHost(const Step& step, std::vector<Tensor>& values,
+                                std::vector<Tensor*>& inputs) const {
+  if (step.host_kernel == nullptr) return false;
+  std::vector<Tensor*> host(inputs.size(), nullptr);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const int slot = step.inputs[k];
+    if (slot < 0) continue;
+    const Tensor& value = values[slot];
+    if (InHostMemory(value) && value.size() <= kHostMirrorElements) {
+      host[k] = &values[slot];
+    } else if (auto mirror = host_constants_.find(slot); mirror != host_constants_.end()) {
+      host[k] = const_cast<Tensor*>(&mirror->second);
+    } else {
+      return false;
+    }
+  }
+  inputs = std::move(host);
+  return true;
 }
 
 absl::Status GraphExecutor::PlaceInputs(const Step& step, std::vector<Tensor>& values,
@@ -276,8 +328,15 @@ absl::Status GraphExecutor::PlaceInputs(const Step& step, std::vector<Tensor>& v
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Tensor>> GraphExecutor::Run(std::span<const Tensor> inputs,
-                                                       std::span<Tensor* const> outer) const {
+absl::StatusOr<std::vector<Tensor>> GraphExecutor::Run(
+    std::span<const Tensor> inputs, std::span<Tensor* const> outer,
+    std::span<Tensor* const> destinations) const {
+  // The destination of each slot, from the graph outputs that have one.
+  absl::flat_hash_map<int, Tensor*> destination_of;
+  for (size_t i = 0; i < destinations.size() && i < output_slots_.size(); ++i) {
+    if (destinations[i] != nullptr) destination_of.try_emplace(output_slots_[i], destinations[i]);
+  }
+  std::vector<Tensor*> step_destinations;
   std::vector<Tensor> values(num_slots_);
   for (const auto& [slot, tensor] : constants_) values[slot] = tensor;
   for (size_t i = 0; i < input_slots_.size() && i < inputs.size(); ++i) {
@@ -297,17 +356,30 @@ absl::StatusOr<std::vector<Tensor>> GraphExecutor::Run(std::span<const Tensor> i
       }
       step_inputs.push_back(slot >= 0 ? &values[slot] : nullptr);
     }
-    if (device_) {
+    const bool on_host = device_ && PlaceOnHost(*step, values, step_inputs);
+    if (device_ && !on_host) {
       if (absl::Status status = PlaceInputs(*step, values, mirrors, step_inputs); !status.ok()) {
         return status;
       }
     }
+    const KernelInfo& info = on_host ? *step->host_info : *step->info;
     step_implicit.clear();
     for (int slot : step->implicit_inputs) step_implicit.push_back(&values[slot]);
     step_outputs.assign(step->outputs.size(), Tensor());
-    KernelContext context(*step->info, step_inputs, step_implicit, step_outputs);
+    KernelContext context(info, step_inputs, step_implicit, step_outputs);
+    if (!destination_of.empty() && !on_host) {  // destinations are the backend's memory
+      step_destinations.assign(step->outputs.size(), nullptr);
+      for (size_t i = 0; i < step->outputs.size(); ++i) {
+        auto it = destination_of.find(step->outputs[i]);
+        if (it != destination_of.end()) step_destinations[i] = it->second;
+      }
+      context.set_destinations(step_destinations);
+    }
     if (profiler_ != nullptr) profiler_->Begin(*step->info);
-    if (absl::Status status = Compute(*step, context); !status.ok()) return status;
+    if (absl::Status status = Compute(on_host ? *step->host_kernel : *step->kernel, info, context);
+        !status.ok()) {
+      return status;
+    }
     if (profiler_ != nullptr) profiler_->End(*step->info);
     for (size_t i = 0; i < step->outputs.size(); ++i) {
       if (step->outputs[i] < 0) continue;

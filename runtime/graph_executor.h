@@ -47,8 +47,13 @@ class GraphExecutor {
 
   // Runs the graph. `inputs` follow input_names() (an empty tensor for an input that has an
   // initializer means "use the initializer"); `outer` follows free_variables().
+  // `destinations`, empty or following output_names(), holds where the caller wants outputs
+  // (null for none): the node producing one writes into it when its kernel allocates that output
+  // with the same type and size (a view or a constant does not). Nothing the graph reads may
+  // share a destination's memory.
   absl::StatusOr<std::vector<Tensor>> Run(std::span<const Tensor> inputs,
-                                          std::span<Tensor* const> outer) const;
+                                          std::span<Tensor* const> outer,
+                                          std::span<Tensor* const> destinations = {}) const;
 
   // Calls `profiler` around each node of this graph from now on (null: none). Not owned.
   void set_profiler(NodeProfiler* profiler) { profiler_ = profiler; }
@@ -66,7 +71,9 @@ class GraphExecutor {
   absl::Status PlaceInputs(const Step& step, std::vector<Tensor>& values, Mirrors& mirrors,
                            std::vector<Tensor*>& inputs) const;
   int SlotOf(const std::string& name);
-  static absl::Status Compute(const Step& step, KernelContext& context);
+  bool PlaceOnHost(const Step& step, std::vector<Tensor>& values,
+                   std::vector<Tensor*>& inputs) const;
+  static absl::Status Compute(OpKernel& kernel, const KernelInfo& info, KernelContext& context);
 
   NodeProfiler* profiler_ = nullptr;
   std::vector<std::string> input_names_;

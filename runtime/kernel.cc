@@ -17,6 +17,13 @@ absl::StatusOr<Tensor*> KernelContext::Output(int i, Shape shape, DType dtype) {
     return NodeError(*this, absl::StrCat("output ", i, " has element type ", DTypeName(dtype),
                                          ", which the runtime cannot hold"));
   }
+  if (i < static_cast<int>(destinations_.size()) && destinations_[i] != nullptr) {
+    const Tensor& destination = *destinations_[i];
+    if (destination.dtype() == dtype && destination.size() == ElementCount(shape)) {
+      outputs_[i] = destination.Reshaped(std::move(shape));
+      return &outputs_[i];
+    }
+  }
   absl::StatusOr<Tensor> tensor = info_.backend.NewTensor(dtype, std::move(shape));
   if (!tensor.ok()) {
     return absl::Status(tensor.status().code(),

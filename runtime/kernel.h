@@ -56,6 +56,9 @@ class KernelContext {
   std::span<Tensor* const> implicit_inputs() const { return implicit_inputs_; }
 
   int num_outputs() const { return static_cast<int>(outputs_.size()); }
+  // Where the caller wants outputs (per output, null for none): Output writes into such a tensor
+  // when its type and size match, instead of allocating. No input may share its memory.
+  void set_destinations(std::span<Tensor* const> destinations) { destinations_ = destinations; }
   // Allocates output i with the element type the graph declares for it.
   absl::StatusOr<Tensor*> Output(int i, Shape shape);
   absl::StatusOr<Tensor*> Output(int i, Shape shape, DType dtype);
@@ -70,6 +73,7 @@ class KernelContext {
   std::span<Tensor* const> inputs_;
   std::span<Tensor* const> implicit_inputs_;
   std::span<Tensor> outputs_;
+  std::span<Tensor* const> destinations_;
 };
 
 class OpKernel {

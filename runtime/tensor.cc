@@ -85,6 +85,26 @@ absl::Status Backend::CopyAllToHost(std::span<const Tensor* const> tensors,
   return absl::OkStatus();
 }
 
+absl::Status Backend::Copy(const Tensor& from, Tensor& to) {
+  if (from.bytes() != to.bytes()) {
+    return absl::InternalError(
+        absl::StrCat("copying ", from.TypeString(), " into ", to.TypeString(), " (an ampc bug)"));
+  }
+  if (!InHostMemory(from) || !InHostMemory(to)) {
+    return absl::UnimplementedError(absl::StrCat("the ", name(), " backend cannot copy tensors"));
+  }
+  std::memmove(to.raw(), from.raw(), from.bytes());
+  return absl::OkStatus();
+}
+
+absl::Status Backend::BeginCapture() {
+  return absl::UnimplementedError(absl::StrCat("the ", name(), " backend cannot capture work"));
+}
+
+absl::StatusOr<std::unique_ptr<CapturedWork>> Backend::EndCapture() {
+  return absl::FailedPreconditionError("no capture in progress");
+}
+
 absl::StatusOr<Tensor> OnBackend(const Tensor& tensor, Backend& backend) {
   if (tensor.backend() == &backend || (tensor.backend() == nullptr && backend.name() == "cpu")) {
     return tensor;

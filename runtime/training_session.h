@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -85,8 +86,20 @@ class TrainingSession {
   absl::StatusOr<std::vector<Tensor>> Evaluate(const NamedTensors& inputs) const;
 
   // Calls `profiler` around each node of the algorithm's main graph from the next Step on (null:
-  // none). Not owned.
-  void set_profiler(NodeProfiler* profiler) { algorithm_->set_profiler(profiler); }
+  // none; steps are not captured while one is set). Not owned.
+  void set_profiler(NodeProfiler* profiler);
+
+  // Step capture, on backends that can (CUDA Graphs; off by default until it has run on a GPU):
+  // once two steps have run with the same input shapes, the next two are captured (one graph
+  // per buffer set the state alternates between) and from then on every step with those shapes
+  // is one replay: no host work per node and no wait for the device. Different shapes run as
+  // before and start over. A step that cannot be captured (a kernel reads a device value on the
+  // host) runs as before, and capture_off_reason() says why.
+  void set_capture(bool on);
+  // Why steps are not captured (empty while they are, or may yet be).
+  const std::string& capture_off_reason() const { return capture_off_reason_; }
+  // Steps run as a replay since creation.
+  int64_t replayed_steps() const { return replayed_steps_; }
 
   // A host copy of a state value (a parameter or a training_info state item).
   absl::StatusOr<Tensor> State(const std::string& name) const;
@@ -112,6 +125,25 @@ class TrainingSession {
   absl::StatusOr<StepResult> ReadBack(bool with_last_step) const;
   // The algorithm's inputs in order: `inputs` and the learning rate.
   absl::StatusOr<std::vector<Tensor>> AlgorithmFeeds(const NamedTensors& inputs, float lr) const;
+  // One captured step: the state buffers it reads and writes, and the outputs it keeps (every
+  // algorithm output but the bound ones written into the spare state: each replay writes them
+  // again).
+  struct Captured {
+    std::vector<const void*> state;  // StateAddresses() when captured
+    std::vector<Tensor> outputs;
+    std::unique_ptr<CapturedWork> work;
+  };
+  absl::Status RunEager(std::span<const Tensor> feeds);
+  // Runs the step as a replay when it can (capturing it first if needed): false when the step
+  // must run eagerly instead.
+  absl::StatusOr<bool> RunCaptured(std::span<const Tensor> feeds);
+  absl::StatusOr<std::unique_ptr<Captured>> Capture();
+  void CaptureOff(std::string reason);
+  // Per algorithm output: the spare buffer a bound output may be written into, or null.
+  std::vector<Tensor*> Destinations();
+  std::vector<const void*> StateAddresses() const;
+  // The step's outputs become the state; the state they replace becomes the spare.
+  void Advance(std::vector<Tensor>& outputs);
 
   Backend& backend_;
   const KernelRegistry* registry_ = nullptr;
@@ -133,9 +165,20 @@ class TrainingSession {
   std::vector<ValueSpec> algorithm_inputs_;
   std::vector<ValueSpec> data_inputs_;
   std::vector<std::pair<int, int>> bindings_;  // (state index, algorithm output index)
+  // Per state entry, the buffer it held before the last step: where a step writes the new value
+  // (so the state alternates between two buffer sets, which the captured graphs bake in).
+  std::vector<Tensor> spare_;
   int loss_output_ = -1, applied_output_ = -1, norm_output_ = -1;
   Tensor last_loss_, last_applied_, last_norm_;  // the last step's (empty before one)
   std::string loss_name_;
+
+  bool capture_ = false, profiling_ = false;
+  std::string capture_off_reason_;
+  std::vector<Shape> capture_shapes_;  // the algorithm inputs' shapes of the last steps
+  int64_t steps_with_shapes_ = 0;
+  std::vector<Tensor> capture_feeds_;  // the inputs captured graphs read, refilled each step
+  std::vector<std::unique_ptr<Captured>> captured_;
+  int64_t replayed_steps_ = 0;
 
   std::unique_ptr<GraphExecutor> inference_;
   std::vector<Tensor*> inference_outer_;

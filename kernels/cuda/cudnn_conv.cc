@@ -65,6 +65,8 @@ struct CudnnState {
   cudnnHandle_t handle = nullptr;
   std::map<std::vector<int>, Choice> choices;
   std::shared_ptr<Buffer> workspace;
+  // Smaller workspaces it replaced: a captured CUDA Graph may still use one.
+  std::vector<std::shared_ptr<Buffer>> retired;
 };
 
 absl::StatusOr<CudnnState*> StateOf(CudaBackend& backend) {
@@ -88,7 +90,7 @@ absl::StatusOr<CudnnState*> StateOf(CudaBackend& backend) {
 absl::StatusOr<void*> Workspace(CudaBackend& backend, CudnnState& state, size_t bytes) {
   if (bytes == 0) return nullptr;
   if (state.workspace == nullptr || state.workspace->bytes() < bytes) {
-    state.workspace.reset();  // back to the backend's cache before the larger one is taken
+    if (state.workspace != nullptr) state.retired.push_back(std::move(state.workspace));
     AMPC_ASSIGN_OR_RETURN(state.workspace, backend.Allocate(bytes));
   }
   return state.workspace->data();

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -185,9 +186,10 @@ TEST_F(CudaTrainingTest, EveryNodeOfTheBundledTrainingModelsHasACudaKernel) {
 }
 
 #ifdef AMPC_HAVE_CUDA
-// A fixed random batch for the model's data inputs (image floats in [0, 1), labels < classes).
-NamedTensors RandomBatch(const TrainingSession& session, int64_t batch, int64_t classes) {
-  std::mt19937 rng(7);
+// A random batch for the model's data inputs (image floats in [0, 1), labels < classes).
+NamedTensors RandomBatch(const TrainingSession& session, int64_t batch, int64_t classes,
+                         unsigned seed = 7) {
+  std::mt19937 rng(seed);
   NamedTensors inputs;
   for (const ValueSpec& spec : session.data_inputs()) {
     Shape shape = {batch};
@@ -287,6 +289,137 @@ TEST_F(CudaTrainingTest, StepsOnTheGpuFollowTheCpu) {
       }
     }
   }
+}
+
+// Every state value (parameters, moments, counters), as host bytes by name.
+std::map<std::string, std::string> StateBytes(const onnx::ModelProto& trained,
+                                              const TrainingSession& session) {
+  std::vector<std::string> names;
+  for (const auto& init : trained.graph().initializer()) names.push_back(init.name());
+  for (const auto& output : trained.training_info(0).initialization().output()) {
+    names.push_back(output.name());
+  }
+  std::map<std::string, std::string> bytes;
+  for (const std::string& name : names) {
+    absl::StatusOr<Tensor> value = session.State(name);
+    EXPECT_TRUE(value.ok()) << name << ": " << value.status();
+    if (value.ok()) {
+      bytes[name] = std::string(static_cast<const char*>(value->raw()), value->bytes());
+    }
+  }
+  return bytes;
+}
+
+// A run of `batches.size()` steps: the learning rate changes every step, and a batch of the wrong
+// shape or with a NaN (a skipped step) may be among them.
+struct StepLog {
+  std::vector<StepResult> steps;
+  std::map<std::string, std::string> state;
+  int64_t replayed = 0;
+  std::string off_reason;
+};
+
+StepLog TrainSteps(const onnx::ModelProto& trained, CudaBackend& backend, bool capture,
+                   const std::vector<NamedTensors>& batches) {
+  StepLog log;
+  auto session = TrainingSession::Create(trained, DefaultRegistry(), backend);
+  EXPECT_TRUE(session.ok()) << session.status();
+  if (!session.ok()) return log;
+  (*session)->set_capture(capture);
+  for (size_t i = 0; i < batches.size(); ++i) {
+    auto result = (*session)->Step(batches[i], 0.001f * (1.0f + 0.25f * static_cast<float>(i)));
+    EXPECT_TRUE(result.ok()) << "step " << i << ": " << result.status();
+    if (!result.ok()) return log;
+    log.steps.push_back(*result);
+  }
+  log.state = StateBytes(trained, **session);
+  log.replayed = (*session)->replayed_steps();
+  log.off_reason = (*session)->capture_off_reason();
+  return log;
+}
+
+void ExpectSameSteps(const StepLog& eager, const StepLog& captured) {
+  ASSERT_EQ(captured.steps.size(), eager.steps.size());
+  for (size_t i = 0; i < eager.steps.size(); ++i) {
+    const StepResult &e = eager.steps[i], &c = captured.steps[i];
+    EXPECT_EQ(std::memcmp(&c.loss, &e.loss, sizeof(float)), 0)
+        << "step " << i << ": loss " << c.loss << " vs " << e.loss;
+    EXPECT_EQ(c.applied, e.applied) << "step " << i;
+    EXPECT_EQ(c.scale, e.scale) << "step " << i;
+    EXPECT_EQ(c.step, e.step) << "step " << i;
+    EXPECT_EQ(c.skipped_steps, e.skipped_steps) << "step " << i;
+  }
+  ASSERT_EQ(captured.state.size(), eager.state.size());
+  for (const auto& [name, bytes] : eager.state) {
+    EXPECT_TRUE(captured.state.at(name) == bytes) << name << " differs";
+  }
+}
+
+// Replayed steps are the eager steps, bit for bit: new data and a new learning rate every step, a
+// skipped step (NaN in the batch), a change of batch size (eager again, then captured anew).
+TEST_F(CudaTrainingTest, CapturedStepsAreTheEagerStepsBitForBit) {
+  AMPC_SKIP_WITHOUT_GPU();
+  auto gpu = CudaBackend::Create(0);  // one backend: both runs use the same cuDNN algorithms
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  for (const auto& [name, model] : BundledModels()) {
+    for (const std::string dtype : {"fp32", "fp16"}) {
+      SCOPED_TRACE(name + " " + dtype);
+      const onnx::ModelProto trained = Compiled(model, dtype);
+      auto probe = TrainingSession::Create(trained, DefaultRegistry(), **gpu);
+      ASSERT_TRUE(probe.ok()) << probe.status();
+      std::vector<NamedTensors> batches;
+      for (unsigned i = 0; i < 12; ++i) {
+        batches.push_back(RandomBatch(**probe, i >= 6 && i < 9 ? 8 : 16, 10, 100 + i));
+      }
+      bool poisoned = false;  // a model with a float input skips step 4
+      for (auto& [input, tensor] : batches[4]) {
+        if (tensor.dtype() != DType::kFloat) continue;
+        tensor.data<float>()[0] = NAN;
+        poisoned = true;
+      }
+      const StepLog eager = TrainSteps(trained, **gpu, false, batches);
+      const StepLog captured = TrainSteps(trained, **gpu, true, batches);
+      EXPECT_EQ(eager.replayed, 0);
+      if (name == "transformer") {
+        // Gather and ScatterND read the token ids on the host: such a step is not captured.
+        EXPECT_NE(captured.off_reason.find("GPU"), std::string::npos) << captured.off_reason;
+        EXPECT_EQ(captured.replayed, 0);
+      } else {
+        EXPECT_EQ(captured.off_reason, "");
+        // Batch 16: steps 0-1 eager, 2-5 replayed; batch 8: 6-7 eager, 8; batch 16: 9-10, 11.
+        EXPECT_EQ(captured.replayed, 6);
+      }
+      ASSERT_EQ(captured.steps.size(), 12u);
+      EXPECT_NE(captured.steps[4].applied, poisoned);
+      ExpectSameSteps(eager, captured);
+    }
+  }
+}
+
+// Once captured, a step queued with Run waits for nothing and copies only its data to the GPU
+// (a batch under 64 KiB: larger ones take turns in four pinned staging buffers, and the host
+// waits when it is four steps ahead).
+TEST_F(CudaTrainingTest, ReplayedStepsDoNotWaitForTheGpu) {
+  AMPC_SKIP_WITHOUT_GPU();
+  auto gpu = CudaBackend::Create(0);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const onnx::ModelProto trained = Compiled(models::BuildMlp({}), "fp16");
+  auto session = TrainingSession::Create(trained, DefaultRegistry(), **gpu);
+  ASSERT_TRUE(session.ok()) << session.status();
+  (*session)->set_capture(true);
+  const NamedTensors batch = RandomBatch(**session, 16, 10);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE((*session)->Run(batch, 0.001f).ok());
+  ASSERT_TRUE((*session)->LastStep().ok());
+  const uint64_t waits = (*gpu)->synchronisations(), copies = (*gpu)->host_copies();
+  constexpr int kSteps = 20;
+  for (int i = 0; i < kSteps; ++i) ASSERT_TRUE((*session)->Run(batch, 0.001f).ok());
+  EXPECT_EQ((*gpu)->synchronisations(), waits);
+  // The data inputs and the learning rate, nothing else.
+  EXPECT_EQ((*gpu)->host_copies() - copies, kSteps * (batch.size() + 1));
+  EXPECT_EQ((*session)->replayed_steps(), kSteps + 2);
+  auto last = (*session)->LastStep();
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->step, 4 + kSteps);
 }
 #endif
 

@@ -153,6 +153,38 @@ TEST(DevicePlacementTest, HostInputsGetHostTensorsAndDeviceKernelsDeviceTensors)
   EXPECT_EQ((*outputs)[0].backend(), &device);
 }
 
+// Abs of int64 on the host (the CPU kernel of shape arithmetic).
+absl::Status HostAbs(KernelContext& context) {
+  const Tensor& x = context.in(0);
+  if (!OnHost(x) || context.backend().name() != "cpu") return NodeError(context, "not the host");
+  absl::StatusOr<Tensor*> out = context.Output(0, x.shape());
+  if (!out.ok()) return out.status();
+  if (!OnHost(**out)) return NodeError(context, "allocated off the host");
+  for (int64_t i = 0; i < x.size(); ++i) {
+    (*out)->data<int64_t>()[i] = std::abs(x.data<int64_t>()[i]);
+  }
+  return absl::OkStatus();
+}
+
+// A node with integer outputs whose inputs are all small and on the host (shape arithmetic) runs
+// its CPU kernel where there is one: no upload for it, no download for the Reshapes reading it.
+TEST(DevicePlacementTest, SmallIntegerArithmeticOnHostValuesStaysOnTheHost) {
+  FakeDevice device;
+  KernelRegistry registry = FakeRegistry();
+  registry.Register("cpu", "", "Abs", {}, HostAbs);
+  auto session = Session::Create(testing::ParseModelText(kModel), registry, device);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const int uploads_at_creation = device.uploads;
+  const std::vector<Tensor> inputs = {testing::Floats({2, 3}, {1, 2, 3, 4, 5, 6}),
+                                      testing::Int64s({2}, {-2, 3})};
+  auto outputs = (*session)->Run(inputs);
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  EXPECT_EQ(device.uploads - uploads_at_creation, 2);  // x, and Shape's result for the Cast
+  EXPECT_EQ(device.downloads, 0);
+  EXPECT_EQ((*outputs)[2].shape(), (Shape{6}));
+  EXPECT_EQ(testing::Values<float>((*outputs)[2]), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+}
+
 // Backend's default CopyAllToHost: a download per device tensor, a plain copy of a host one.
 TEST(DevicePlacementTest, CopyAllToHostDownloadsOnlyDeviceTensors) {
   FakeDevice device;

@@ -138,6 +138,38 @@ TEST(TrainingSessionTest, RunThenLastStepIsStep) {
   EXPECT_NEAR(Values<float>(*w)[1], reference.w[1], 1e-4f);
 }
 
+// A step writes the new state into the buffers the state held two steps before, so from the
+// third step on it allocates none for it. The CPU cannot capture steps: they run as before, and
+// the session says why.
+TEST(TrainingSessionTest, StateAlternatesBetweenTwoBufferSetsAndTheCpuDoesNotCapture) {
+  CpuBackend backend(1);
+  const onnx::ModelProto model = testing::LinearRegressionTrainingModel();
+  const int bindings = model.training_info(0).update_binding_size();
+  ASSERT_GE(bindings, 4);  // w, b and their momentum at least
+  auto session = MakeSession(model, backend);
+  ASSERT_NE(session, nullptr);
+  session->set_capture(true);
+  Reference reference;
+  std::vector<uint64_t> allocations;
+  for (int i = 0; i < 5; ++i) {
+    const uint64_t before = backend.memory_stats().allocations;
+    const float expected_loss = reference.Step(0.05f);
+    auto result = session->Step(Batch(), 0.05f);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_NEAR(result->loss, expected_loss, 1e-5f * (1 + expected_loss)) << "step " << i;
+    allocations.push_back(backend.memory_stats().allocations - before);
+  }
+  EXPECT_GE(allocations[0] - allocations[2], 4u);
+  EXPECT_EQ(allocations[2], allocations[3]);
+  EXPECT_EQ(allocations[3], allocations[4]);
+  auto w = session->State("w");
+  ASSERT_TRUE(w.ok());
+  EXPECT_NEAR(Values<float>(*w)[0], reference.w[0], 1e-4f);
+  EXPECT_NEAR(Values<float>(*w)[1], reference.w[1], 1e-4f);
+  EXPECT_EQ(session->replayed_steps(), 0);
+  EXPECT_EQ(session->capture_off_reason(), "the cpu backend cannot capture work");
+}
+
 TEST(TrainingSessionTest, GradNormIsTheNormOfTheUnscaledGradients) {
   CpuBackend backend(1);
   auto session = MakeSession(testing::LinearRegressionTrainingModel(), backend);
