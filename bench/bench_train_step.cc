@@ -2,7 +2,7 @@
 // device, for tools/bench-gpu and tools/device-check.
 //
 //   ampc-bench-train MODEL --batch N [--device cpu|cuda|auto] [--threads N] [--warmup W]
-//                    [--steps S] [--classes C] [--seed K] [--profile] [--tf32]
+//                    [--steps S] [--classes C] [--seed K] [--profile] [--tf32] [--no-capture]
 //
 // Random data of the model's data inputs (floats in [0, 1), integer labels in [0, C)), one
 // batch reused for every step so that data loading is not timed. W untimed steps, then S timed
@@ -10,7 +10,11 @@
 // step's time is its whole device time. Prints one JSON line: median/min/max ms, steps, device,
 // steps applied and skipped, first and last loss, and the host-to-device copies per step (the
 // batch's inputs; anything more is a host round trip the step should not make), and
-// unsynced_ms_per_step: S more steps queued with nothing read back until the last, over S.
+// unsynced_ms_per_step: S more steps queued with nothing read back until the last, over S, and
+// the host's waits for the device among them (syncs_per_step). Steps are captured and replayed
+// (TrainingSession::set_capture; --no-capture: never): "replayed_steps" counts them, and
+// "capture_off" says why none were where the backend could not; eager_unsynced_ms_per_step is
+// unsynced_ms_per_step with capture off, in the same process.
 // --profile runs 10 more steps with each node of the step graph timed (CUDA events on the
 // backend's stream; the host clock on the CPU) and adds "profile": milliseconds per step by op
 // type, every one, largest first, and "profiled_ms", their sum.
@@ -53,6 +57,7 @@ struct Options {
   uint32_t seed = 0;
   bool profile = false;
   bool tf32 = false;
+  bool capture = true;
 };
 
 // Time per op type over the profiled steps (NodeProfiler: runtime/node_profiler.h).
@@ -187,6 +192,41 @@ uint64_t HostCopies(const Backend& backend) {
   return 0;
 }
 
+uint64_t Synchronisations(const Backend& backend) {
+#ifdef AMPC_HAVE_CUDA
+  if (backend.name() == "cuda") {
+    return static_cast<const CudaBackend&>(backend).synchronisations();
+  }
+#endif
+  (void)backend;
+  return 0;
+}
+
+// S steps queued back to back (TrainingSession::Run, nothing read back), then one LastStep: the
+// step time when the host waits for the device once per S steps; and the waits per step before
+// that LastStep.
+absl::Status QueuedSteps(TrainingSession& session, const Backend& backend,
+                         const NamedTensors& batch, int steps, double& ms_per_step,
+                         double& syncs_per_step) {
+  const uint64_t syncs = Synchronisations(backend);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) AMPC_RETURN_IF_ERROR(session.Run(batch, 1e-3f));
+  syncs_per_step = static_cast<double>(Synchronisations(backend) - syncs) / steps;
+  AMPC_RETURN_IF_ERROR(session.LastStep().status());
+  const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+  ms_per_step = took.count() / steps;
+  return absl::OkStatus();
+}
+
+std::string JsonString(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += static_cast<unsigned char>(c) < 0x20 ? ' ' : c;
+  }
+  return out + "\"";
+}
+
 absl::Status Bench(const Options& options) {
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(options.model));
   AMPC_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
@@ -194,6 +234,7 @@ absl::Status Bench(const Options& options) {
   AMPC_ASSIGN_OR_RETURN(
       std::unique_ptr<TrainingSession> session,
       TrainingSession::Create(std::move(loaded.model), DefaultRegistry(), *backend));
+  session->set_capture(options.capture);
   AMPC_ASSIGN_OR_RETURN(NamedTensors batch, RandomBatch(*session, options));
   std::vector<double> ms;
   int applied = 0;
@@ -212,13 +253,13 @@ absl::Status Bench(const Options& options) {
   }
   const double copies =
       static_cast<double>(HostCopies(*backend) - copies_before) / static_cast<double>(ms.size());
-  // The same number of steps queued back to back (TrainingSession::Run, nothing read back),
-  // then one LastStep: the step time when the host waits for the device once per S steps.
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < options.steps; ++i) AMPC_RETURN_IF_ERROR(session->Run(batch, 1e-3f));
-  AMPC_RETURN_IF_ERROR(session->LastStep().status());
-  const std::chrono::duration<double, std::milli> queued = std::chrono::steady_clock::now() - start;
-  const double unsynced = queued.count() / options.steps;
+  double unsynced = 0, syncs = 0, eager_unsynced = 0, eager_syncs = 0;
+  AMPC_RETURN_IF_ERROR(QueuedSteps(*session, *backend, batch, options.steps, unsynced, syncs));
+  const int64_t replayed = session->replayed_steps();
+  const std::string capture_off = session->capture_off_reason();
+  session->set_capture(false);
+  AMPC_RETURN_IF_ERROR(
+      QueuedSteps(*session, *backend, batch, options.steps, eager_unsynced, eager_syncs));
   std::string profile;
   if (options.profile) {
     AMPC_ASSIGN_OR_RETURN(profile, Profile(*session, *backend, batch));
@@ -229,9 +270,12 @@ absl::Status Bench(const Options& options) {
   std::cout << absl::StrFormat(
       "{\"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"steps\": %d, \"device\": "
       "\"%s\", \"applied\": %d, \"skipped\": %d, \"first_loss\": %.6g, \"last_loss\": %.6g, "
-      "\"host_copies_per_step\": %.2f, \"unsynced_ms_per_step\": %.4f%s}\n",
+      "\"host_copies_per_step\": %.2f, \"unsynced_ms_per_step\": %.4f, \"syncs_per_step\": "
+      "%.2f, \"eager_unsynced_ms_per_step\": %.4f, \"eager_syncs_per_step\": %.2f, "
+      "\"replayed_steps\": %d, \"capture_off\": %s%s}\n",
       median, ms.front(), ms.back(), static_cast<int>(n), backend->name(), applied,
-      static_cast<int>(n) - applied, first_loss, last_loss, copies, unsynced, profile);
+      static_cast<int>(n) - applied, first_loss, last_loss, copies, unsynced, syncs, eager_unsynced,
+      eager_syncs, replayed, JsonString(capture_off), profile);
   return absl::OkStatus();
 }
 
@@ -258,6 +302,8 @@ bool ParseArgs(int argc, char** argv, Options& options) {
       options.profile = true;
     } else if (arg == "--tf32") {
       options.tf32 = true;
+    } else if (arg == "--no-capture") {
+      options.capture = false;
     } else if (arg.starts_with("--") || !options.model.empty()) {
       ok = false;
     } else {
@@ -275,7 +321,8 @@ int main(int argc, char** argv) {
   ampc::Options options;
   if (!ampc::ParseArgs(argc, argv, options)) {
     std::cerr << "usage: ampc-bench-train MODEL --batch N [--device cpu|cuda|auto] [--threads N] "
-                 "[--warmup W] [--steps S] [--classes C] [--seed K] [--profile] [--tf32]\n";
+                 "[--warmup W] [--steps S] [--classes C] [--seed K] [--profile] [--tf32] "
+                 "[--no-capture]\n";
     return 2;
   }
   if (absl::Status status = ampc::Bench(options); !status.ok()) {

@@ -46,6 +46,9 @@ constexpr int64_t kDefaultMaxConsecutiveSkips = 100;
 ABSL_FLAG(int64_t, max_consecutive_skips, 0,
           "ampc train: stop with an error after this many skipped steps in a row (0: the model's "
           "metadata ampc.max_consecutive_skips, else 100).");
+ABSL_FLAG(bool, capture, false,
+          "ampc train: on a GPU, capture the step as a CUDA Graph after two steps and replay it "
+          "(experimental: not yet run on a GPU).");
 ABSL_DECLARE_FLAG(std::string, device);
 ABSL_DECLARE_FLAG(int, threads);
 ABSL_DECLARE_FLAG(bool, tf32);
@@ -352,6 +355,7 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
                         absl::StrCat(path, ": ", created.status().message()));
   }
   TrainingSession& session = **created;
+  session.set_capture(absl::GetFlag(FLAGS_capture));
   AMPC_ASSIGN_OR_RETURN(Feeding feeding, PlanFeeding(session, data.train));
   const int64_t batch = absl::GetFlag(FLAGS_batch);
   if (feeding.fixed_batch > 0 && feeding.fixed_batch != batch) {

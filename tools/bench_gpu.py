@@ -28,9 +28,11 @@ ampc, per model and dtype: `ampc MODEL --train --loss loss (resnet: --loss-op
 cross_entropy:logits) --dtype D --optimizer adam --lr 0.001`, then `ampc-bench-train --device
 DEV --batch B --warmup W --steps S --profile`: one random batch reused, W untimed steps, the
 median of S steps, each timed on the host clock around TrainingSession::Step, which returns when
-the loss is on the host (so a step is its whole device time plus that one copy); then 10 steps
-with each node timed (CUDA events), reported per op type under each table. Its JSON line is kept
-whole.
+the loss is on the host (so a step is its whole device time plus that one copy). From the third
+step on, steps are CUDA Graph replays (TrainingSession::set_capture). Then S steps queued with
+nothing read back until the last (ms per step, and the host's waits for the GPU among them), and
+S more the same way with capture off; then 10 steps with each node timed (CUDA events, eager),
+reported per op type under each table. Its JSON line is kept whole.
 
 PyTorch eager, per model and dtype: the architecture rebuilt from models/*.cc, train mode
 (BatchNormalization uses batch statistics and updates its running statistics, as ampc's step
@@ -585,9 +587,9 @@ def ratio(a: float | None, b: float | None) -> str:
 
 def model_table_md(name: str, runs: dict) -> list[str]:
     lines = ["| dtype | ampc median ms | torch eager median ms | ampc/torch | AMP speedup over "
-             "FP32 (ampc, torch) | host copies per step | applied/skipped | ampc ms per step, "
-             "read back once per run |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "FP32 (ampc, torch) | host copies per step | applied/skipped | ampc ms per step "
+             "queued, captured / eager | host waits per queued step | replayed steps |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     base_a, base_t = ms(runs.get((name, "fp32", "ampc"))), ms(runs.get((name, "fp32", "torch")))
     for dtype in DTYPES:
         a, t = runs.get((name, dtype, "ampc")), runs.get((name, dtype, "torch"))
@@ -597,10 +599,14 @@ def model_table_md(name: str, runs: dict) -> list[str]:
             f"{ratio(base_a, ms(a))}, {ratio(base_t, ms(t))}"
         copies = f"{a['host_copies_per_step']:.2f}" if ms(a) else "-"
         applied = f"{a['applied']}/{a['skipped']}" if ms(a) else "-"
-        unsynced = f"{a['unsynced_ms_per_step']:.3f}" if ms(a) and "unsynced_ms_per_step" in a \
-            else "-"
+        queued = waits = replayed = "-"
+        if ms(a) and "eager_unsynced_ms_per_step" in a:
+            queued = f"{a['unsynced_ms_per_step']:.3f} / {a['eager_unsynced_ms_per_step']:.3f}"
+            waits = f"{a['syncs_per_step']:.2f}"
+            replayed = str(a["replayed_steps"]) + (f" ({a['capture_off']})" if a["capture_off"]
+                                                   else "")
         lines.append(f"| {dtype} | {cell(a)} | {cell(t)} | {ratio(ms(a), ms(t))} | {speedup} | "
-                     f"{copies} | {applied} | {unsynced} |")
+                     f"{copies} | {applied} | {queued} | {waits} | {replayed} |")
     return lines
 
 
