@@ -95,4 +95,43 @@ int FuseOptimizers(onnx::GraphProto& graph) {
   return removed;
 }
 
+int FuseCheckUnscaleClip(onnx::GraphProto& graph) {
+  auto find = [&graph](const char* op) {
+    int found = -1;
+    for (int i = 0; i < graph.node_size(); ++i) {
+      const onnx::NodeProto& node = graph.node(i);
+      if (node.domain() != "ai.ampc" || node.op_type() != op) continue;
+      if (found >= 0) return -2;  // more than one
+      found = i;
+    }
+    return found;
+  };
+  const int check = find("CheckFinite"), unscale = find("UnscaleClip");
+  if (check < 0 || unscale < check) return 0;
+  const onnx::NodeProto& c = graph.node(check);
+  const onnx::NodeProto& u = graph.node(unscale);
+  if (c.output_size() != 1 || u.input_size() != c.input_size() + 1) return 0;
+  for (int k = 0; k < c.input_size(); ++k) {
+    if (c.input(k) != u.input(k + 1)) return 0;
+  }
+  absl::flat_hash_set<std::string> defined;
+  for (const auto& input : graph.input()) defined.insert(input.name());
+  for (const auto& init : graph.initializer()) defined.insert(init.name());
+  for (int i = 0; i < check; ++i) {
+    for (const std::string& out : graph.node(i).output()) defined.insert(out);
+  }
+  if (!defined.contains(u.input(0))) return 0;
+  onnx::NodeProto fused;
+  fused.set_op_type("CheckUnscaleClip");
+  fused.set_domain(kRuntimeDomain);
+  fused.set_name(c.name() + "/unscale");
+  *fused.mutable_input() = u.input();
+  fused.add_output(c.output(0));
+  for (const std::string& out : u.output()) fused.add_output(out);
+  *fused.mutable_attribute() = u.attribute();
+  *graph.mutable_node(check) = std::move(fused);
+  graph.mutable_node()->DeleteSubrange(unscale, 1);
+  return 1;
+}
+
 }  // namespace ampc

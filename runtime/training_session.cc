@@ -208,7 +208,8 @@ absl::Status TrainingSession::BuildAlgorithm(const onnx::ModelProto& model,
   const onnx::TrainingInfoProto& info = model.training_info(0);
   AMPC_ASSIGN_OR_RETURN(algorithm_graph_, InferGraph(model, info.algorithm(), outer));
   executed_algorithm_ = algorithm_graph_;
-  FuseOptimizers(executed_algorithm_);  // one multi-tensor update, not one node per parameter
+  FuseOptimizers(executed_algorithm_);        // one multi-tensor update, not one node per parameter
+  FuseCheckUnscaleClip(executed_algorithm_);  // one pass over the gradients, not two
   const onnx::GraphProto& graph = executed_algorithm_;
   AMPC_ASSIGN_OR_RETURN(algorithm_, GraphExecutor::Create(graph, env, outer_types));
   AMPC_ASSIGN_OR_RETURN(algorithm_outer_, OuterValues(*algorithm_, "the algorithm"));

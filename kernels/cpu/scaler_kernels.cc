@@ -219,6 +219,10 @@ absl::Status SgdTensor(KernelContext& context, const SgdScalars& s, bool skip, i
 
 // SGD (ai.ampc) with one parameter, and the runtime's MultiSGD (optimizer_fusion.h) with any
 // number: inputs skip, lr, first, then param, grad (and buf with momentum) per parameter.
+absl::Status CheckUnscaleClip(KernelContext& context) {
+  return scaler_ops::CheckThenUnscaleClip(context, CheckFinite, UnscaleClip);
+}
+
 absl::Status Sgd(KernelContext& context) {
   AMPC_ASSIGN_OR_RETURN(bool skip, Scalar<bool>(context, 0));
   AMPC_ASSIGN_OR_RETURN(float lr, Scalar<float>(context, 1));
@@ -317,7 +321,8 @@ absl::Status Adam(KernelContext& context) {
 }  // namespace
 
 void RegisterScalerKernels(KernelRegistry& registry) {
-  scaler_ops::Register(registry, "cpu", {CheckFinite, UpdateScale, UnscaleClip, Sgd, Adam});
+  scaler_ops::Register(registry, "cpu",
+                       {CheckFinite, UpdateScale, UnscaleClip, Sgd, Adam, CheckUnscaleClip});
 }
 
 }  // namespace ampc

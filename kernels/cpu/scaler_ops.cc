@@ -86,14 +86,19 @@ absl::Status CheckUpdateScale(const KernelInfo& info) {
                      {DType::kFloat, DType::kInt64, DType::kInt64, DType::kBool, DType::kBool});
 }
 
-absl::Status CheckUnscaleClip(const KernelInfo& info) {
+// (scale, g_1..g_n) with n >= 1 inputs and n + `more_outputs` outputs; else `usage`.
+absl::Status CheckScaleAndGradients(const KernelInfo& info, int more_outputs, const char* usage) {
   const int n = info.node.input_size() - 1;
-  if (n < 1 || info.node.output_size() != n + 1) {
-    return absl::InvalidArgumentError("takes (scale, g_1..g_n) -> (u_1..u_n, norm), n >= 1");
+  if (n < 1 || info.node.output_size() != n + more_outputs) {
+    return absl::InvalidArgumentError(usage);
   }
   AMPC_RETURN_IF_ERROR(ExpectType(info, 0, DType::kFloat));
   for (int i = 1; i <= n; ++i) AMPC_RETURN_IF_ERROR(ExpectType(info, i, DType::kUndefined));
   return absl::OkStatus();
+}
+
+absl::Status CheckUnscaleClip(const KernelInfo& info) {
+  return CheckScaleAndGradients(info, 1, "takes (scale, g_1..g_n) -> (u_1..u_n, norm), n >= 1");
 }
 
 absl::Status CheckSgd(const KernelInfo& info) {
@@ -146,7 +151,28 @@ absl::Status CheckMultiAdam(const KernelInfo& info) {
   return absl::OkStatus();
 }
 
+// The runtime's CheckUnscaleClip (runtime/optimizer_fusion.h).
+absl::Status CheckCheckUnscaleClip(const KernelInfo& info) {
+  return CheckScaleAndGradients(info, 2,
+                                "takes (scale, g_1..g_n) -> (found, u_1..u_n, norm), n >= 1");
+}
+
 }  // namespace
+
+absl::Status CheckThenUnscaleClip(KernelContext& context, KernelFunction check_finite,
+                                  KernelFunction unscale_clip) {
+  const int n = context.num_inputs() - 1;
+  std::vector<Tensor*> inputs;
+  for (int i = 0; i <= n; ++i) inputs.push_back(const_cast<Tensor*>(context.input(i)));
+  std::vector<Tensor> found(1), unscaled(n + 1);
+  KernelContext check(context.info(), std::span(inputs).subspan(1), {}, found);
+  AMPC_RETURN_IF_ERROR(check_finite(check));
+  KernelContext unscale(context.info(), inputs, {}, unscaled);
+  AMPC_RETURN_IF_ERROR(unscale_clip(unscale));
+  context.SetOutput(0, std::move(found[0]));
+  for (int i = 0; i <= n; ++i) context.SetOutput(i + 1, std::move(unscaled[i]));
+  return absl::OkStatus();
+}
 
 void Register(KernelRegistry& registry, const char* backend, const ScalerKernels& kernels) {
   registry.Register(Def(backend, "CheckFinite", CheckCheckFinite, kernels.check_finite));
@@ -156,6 +182,8 @@ void Register(KernelRegistry& registry, const char* backend, const ScalerKernels
   registry.Register(Def(backend, "Adam", CheckAdam, kernels.adam));
   registry.Register(Def(backend, "MultiSGD", CheckMultiSgd, kernels.sgd, kRuntimeDomain));
   registry.Register(Def(backend, "MultiAdam", CheckMultiAdam, kernels.adam, kRuntimeDomain));
+  registry.Register(Def(backend, "CheckUnscaleClip", CheckCheckUnscaleClip,
+                        kernels.check_unscale_clip, kRuntimeDomain));
 }
 
 absl::Status ExpectScalar(const KernelContext& context, int i) {

@@ -14,12 +14,21 @@ namespace ampc::scaler_ops {
 // One backend's kernel functions of the family.
 struct ScalerKernels {
   KernelFunction check_finite, update_scale, unscale_clip, sgd, adam;
+  // The runtime's CheckUnscaleClip (runtime/optimizer_fusion.h): (scale, g_1..g_n) -> (found,
+  // u_1..u_n, norm).
+  KernelFunction check_unscale_clip;
 };
 
-// Registers `kernels` for `backend` in domain ai.ampc, and kernels.sgd and kernels.adam also as
-// the runtime's MultiSGD and MultiAdam (runtime/optimizer_fusion.h), which they must handle; each
-// node's arity and input types are checked once, when a session is created.
+// Registers `kernels` for `backend` in domain ai.ampc, kernels.sgd and kernels.adam also as the
+// runtime's MultiSGD and MultiAdam (runtime/optimizer_fusion.h), which they must handle, and
+// kernels.check_unscale_clip as its CheckUnscaleClip; each node's arity and input types are
+// checked once, when a session is created.
 void Register(KernelRegistry& registry, const char* backend, const ScalerKernels& kernels);
+
+// CheckUnscaleClip as `check_finite` on the gradients, then `unscale_clip` on (scale, gradients):
+// the same bits as the two nodes.
+absl::Status CheckThenUnscaleClip(KernelContext& context, KernelFunction check_finite,
+                                  KernelFunction unscale_clip);
 
 // Input i must hold one element (a scale, a flag, a learning rate, a step).
 absl::Status ExpectScalar(const KernelContext& context, int i);

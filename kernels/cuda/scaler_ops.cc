@@ -100,6 +100,26 @@ absl::Status UnscaleClip(KernelContext& context) {
                              norm->data<float>());
 }
 
+// ---- CheckUnscaleClip (runtime/optimizer_fusion.h): both in one pass over the gradients ----
+
+absl::Status CheckUnscaleClip(KernelContext& context) {
+  AMPC_RETURN_IF_ERROR(ExpectScalars(context, {0}));
+  const int n = context.num_inputs() - 1;
+  AMPC_ASSIGN_OR_RETURN(Tensor * found, context.Output(0, {}, DType::kBool));
+  std::vector<cuda::GradientRef> grads;
+  std::vector<float*> outs;
+  for (int i = 0; i < n; ++i) {
+    const Tensor& g = context.in(i + 1);
+    AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(i + 1, g.shape(), DType::kFloat));
+    grads.push_back(GradientOf(g));
+    outs.push_back(out->data<float>());
+  }
+  AMPC_ASSIGN_OR_RETURN(Tensor * norm, context.Output(n + 1, {}, DType::kFloat));
+  const float max_norm = context.attributes().Float("max_norm", 0.0f);
+  return RunCheckUnscaleClip(context, grads, outs, Device<float>(context, 0), max_norm,
+                             found->data<bool>(), norm->data<float>());
+}
+
 // ---- Optimizers: FP32 parameters, gradients and moments ----
 
 // SGD (ai.ampc) with one parameter, and the runtime's MultiSGD (optimizer_fusion.h) with any
@@ -174,7 +194,8 @@ absl::Status Adam(KernelContext& context) {
 }  // namespace
 
 void RegisterCudaScalerKernels(KernelRegistry& registry) {
-  scaler_ops::Register(registry, "cuda", {CheckFinite, UpdateScale, UnscaleClip, Sgd, Adam});
+  scaler_ops::Register(registry, "cuda",
+                       {CheckFinite, UpdateScale, UnscaleClip, Sgd, Adam, CheckUnscaleClip});
 }
 
 }  // namespace ampc

@@ -102,6 +102,31 @@ TEST(CudaScalerParityTest, UnscaleExactlyAndClipByTheGlobalNorm) {
   ExpectCudaMatchesCpu(parity);
 }
 
+// The runtime's CheckUnscaleClip (runtime/optimizer_fusion.h): CheckFinite and UnscaleClip in one
+// pass, against the CPU's two kernels.
+std::string CheckUnscaleClipModel(const std::string& max_norm) {
+  return R"(<ir_version: 8, opset_import: ["" : 17, "ai.ampc" : 1, "ai.ampc.runtime" : 1]>)"
+         " g (float s, float16[1000] a, bfloat16[77] b, float[20000] c) => (bool found, "
+         "float[1000] ua, float[77] ub, float[20000] uc, float n) { found, ua, ub, uc, n = "
+         "ai.ampc.runtime.CheckUnscaleClip<max_norm = " +
+         max_norm + ">(s, a, b, c) }";
+}
+
+TEST(CudaScalerParityTest, CheckUnscaleClipInOnePass) {
+  AMPC_SKIP_WITHOUT_GPU();
+  ParityCase parity;
+  parity.ranges = {{"s", {0.5, 4096}}};
+  parity.tolerance = 1e-6;  // the norm's summation order differs; the rest is exact
+  for (const std::string max_norm : {"0.0", "0.01"}) {
+    parity.model = CheckUnscaleClipModel(max_norm);
+    ExpectCudaMatchesCpu(parity);
+  }
+  parity.ranges["a"] = {-7e4, 7e4};  // overflowing FP16 gradients: found, an infinite norm
+  parity.model = CheckUnscaleClipModel("0.01");
+  parity.tolerance = 0;
+  ExpectCudaMatchesCpu(parity);
+}
+
 // ---- SGD and Adam ----
 
 const std::map<std::string, ValueRange> kOptimizerRanges = {{"lr", {1e-3, 0.1}},

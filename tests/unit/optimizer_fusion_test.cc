@@ -1,6 +1,7 @@
 // runtime/optimizer_fusion.h: which ai.ampc Adam and SGD nodes become one MultiAdam or MultiSGD,
-// and that the fused graph computes the same bits as the unfused one on the CPU (the CUDA kernels
-// are the multi-tensor launchers cuda_scaler_test checks with 65 tensors).
+// when CheckFinite and UnscaleClip become one CheckUnscaleClip, and that the fused graph computes
+// the same bits as the unfused one on the CPU (the CUDA kernels are the multi-tensor launchers
+// cuda_scaler_test checks with 65 tensors; cuda_scaler_parity_test has CheckUnscaleClip).
 #include "runtime/optimizer_fusion.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "passes/ampc_ops.h"
 #include "runtime/conv_fusion.h"
@@ -153,6 +155,72 @@ TEST(OptimizerFusionTest, FusedSgdGivesTheSameBitsWithAndWithoutMomentum) {
       Tensor flag = Tensor::Host(DType::kBool, {});
       flag.data<bool>()[0] = first;
       ExpectFusedGivesTheSameBits(SgdModel(momentum), 2, flag, momentum ? 3 : 2);
+    }
+  }
+}
+
+// The loss-scaling stage as the training step has it: the check, the scale update between, then
+// the unscale. `unscale_inputs` are UnscaleClip's gradients; `scale` its scale.
+std::string ScalerModel(const std::string& max_norm, const std::string& unscale_inputs = "h, f",
+                        const std::string& scale = "s") {
+  return absl::StrCat(R"(
+<ir_version: 8, opset_import: ["" : 17, "ai.ampc" : 1]>
+g (float s, int64 t, int64 y, bool bad, float16[7] h, float[2, 3] f)
+  => (bool found, float s2, int64 t2, int64 y2, float[7] uh, float[2, 3] uf, float n) {
+  found = ai.ampc.CheckFinite (h, f)
+  s2, t2, y2 = ai.ampc.UpdateScale <growth_interval = 2> (s, t, y, found, bad)
+  uh, uf, n = ai.ampc.UnscaleClip <max_norm = )",
+                      max_norm, "> (", scale, ", ", unscale_inputs, ")\n}\n");
+}
+
+TEST(OptimizerFusionTest, CheckFiniteAndUnscaleClipBecomeOnePass) {
+  onnx::ModelProto model = testing::ParseModelText(ScalerModel("0.5"));
+  ASSERT_EQ(FuseCheckUnscaleClip(*model.mutable_graph()), 1);
+  ASSERT_EQ(model.graph().node_size(), 2);
+  const onnx::NodeProto& fused = model.graph().node(0);  // in CheckFinite's place
+  EXPECT_EQ(fused.op_type(), "CheckUnscaleClip");
+  EXPECT_EQ(fused.domain(), kRuntimeDomain);
+  EXPECT_EQ(absl::StrJoin(fused.input(), ","), "s,h,f");
+  EXPECT_EQ(absl::StrJoin(fused.output(), ","), "found,uh,uf,n");
+  ASSERT_EQ(fused.attribute_size(), 1);
+  EXPECT_EQ(fused.attribute(0).name(), "max_norm");
+  EXPECT_EQ(model.graph().node(1).op_type(), "UpdateScale");
+}
+
+TEST(OptimizerFusionTest, NoOnePassForOtherGradientsOrALaterScale) {
+  onnx::ModelProto other = testing::ParseModelText(ScalerModel("0.0", "f, h"));
+  EXPECT_EQ(FuseCheckUnscaleClip(*other.mutable_graph()), 0);
+  onnx::ModelProto later = testing::ParseModelText(ScalerModel("0.0", "h, f", "s2"));
+  EXPECT_EQ(FuseCheckUnscaleClip(*later.mutable_graph()), 0);
+}
+
+// Finite and overflowing gradients, with and without clipping: the same bits either way.
+TEST(OptimizerFusionTest, OnePassGivesTheSameBits) {
+  RegisterAmpcSchemas();
+  CpuBackend cpu(1);
+  for (const std::string max_norm : {"0.0", "0.5"}) {
+    for (const bool overflow : {false, true}) {
+      SCOPED_TRACE(max_norm + (overflow ? " with inf" : ""));
+      const onnx::ModelProto plain = testing::ParseModelText(ScalerModel(max_norm));
+      onnx::ModelProto fused = plain;
+      ASSERT_EQ(FuseCheckUnscaleClip(*fused.mutable_graph()), 1);
+      Tensor bad = Tensor::Host(DType::kBool, {});
+      bad.data<bool>()[0] = false;
+      Tensor h = testing::Halves({7}, {1, -2, 0.5f, 3e4f, -1e-3f, 7, overflow ? 7e4f : 6e4f});
+      const std::vector<Tensor> inputs = {testing::Floats({}, {1024}),
+                                          testing::Int64s({}, {1}),
+                                          testing::Int64s({}, {1}),
+                                          bad,
+                                          h,
+                                          testing::Floats({2, 3}, {0.1f, -3, 2e3f, 5, -7, 1e-5f})};
+      const std::vector<Tensor> want = RunOnCpu(cpu, plain.graph(), inputs);
+      const std::vector<Tensor> got = RunOnCpu(cpu, fused.graph(), inputs);
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_EQ(want[0].data<bool>()[0], overflow);
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(got[i].bytes(), want[i].bytes());
+        EXPECT_EQ(std::memcmp(got[i].raw(), want[i].raw(), want[i].bytes()), 0) << "output " << i;
+      }
     }
   }
 }
