@@ -299,6 +299,11 @@ absl::Status GraphExecutor::PlaceInputs(const Step& step, std::vector<Tensor>& v
   for (size_t k = 0; k < inputs.size(); ++k) {
     const int slot = step.inputs[k];
     if (slot < 0 || listed(step.memory.anywhere, k)) continue;
+    if (listed(step.memory.either, k)) {
+      auto constant = host_constants_.find(slot);
+      if (constant != host_constants_.end()) inputs[k] = const_cast<Tensor*>(&constant->second);
+      continue;
+    }
     const bool host = listed(step.memory.host, k);
     Tensor& value = values[slot];
     if (host == InHostMemory(value)) continue;

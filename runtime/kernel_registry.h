@@ -25,11 +25,13 @@ struct TypeConstraint {
 };
 
 // Where a kernel reads its inputs on a backend whose memory is not host memory: on the device,
-// except `host` inputs (shapes, axes, indices it checks) and `anywhere` inputs it never reads
-// (a view's data, Shape's input), which stay where they are.
+// except `host` inputs (shapes, axes), `anywhere` inputs it never reads (a view's data, Shape's
+// input), which stay where they are, and `either` inputs it reads in host or device memory,
+// whichever holds them, a constant's host mirror first (indices: checked on the host when there).
 struct InputMemory {
   std::vector<int> host = {};
   std::vector<int> anywhere = {};
+  std::vector<int> either = {};
 };
 
 struct KernelDef {

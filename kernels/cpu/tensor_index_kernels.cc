@@ -248,22 +248,31 @@ absl::Status GatherND(KernelContext& context) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ScatterNDPlan> PlanScatterND(const KernelContext& context) {
+absl::StatusOr<int64_t> ScatterNDSlice(const KernelContext& context) {
   const Tensor& data = context.in(0);
   const Tensor& indices = context.in(1);
   const Tensor& updates = context.in(2);
   if (indices.rank() < 1) return NodeError(context, "indices must have rank >= 1");
-  ScatterNDPlan plan;
-  AMPC_ASSIGN_OR_RETURN(plan.reduction, ReductionOf(context));
-  AMPC_ASSIGN_OR_RETURN(plan.offsets, TupleOffsets(context, data.shape(), indices, 0));
   const int64_t k = indices.dim(indices.rank() - 1);
+  if (k < 1 || k > data.rank()) {
+    return NodeError(context, absl::StrCat("index tuples of length ", k, " do not fit data ",
+                                           ShapeString(data.shape())));
+  }
   Shape expected(indices.shape().begin(), indices.shape().end() - 1);
   expected.insert(expected.end(), data.shape().begin() + k, data.shape().end());
   if (updates.shape() != expected || updates.dtype() != data.dtype()) {
     return NodeError(context, absl::StrCat("updates ", updates.TypeString(), ", expected shape ",
                                            ShapeString(expected)));
   }
-  plan.slice = ElementCount(std::span(data.shape()).subspan(k));
+  return ElementCount(std::span(data.shape()).subspan(k));
+}
+
+absl::StatusOr<ScatterNDPlan> PlanScatterND(const KernelContext& context) {
+  ScatterNDPlan plan;
+  AMPC_ASSIGN_OR_RETURN(plan.reduction, ReductionOf(context));
+  AMPC_ASSIGN_OR_RETURN(plan.slice, ScatterNDSlice(context));
+  AMPC_ASSIGN_OR_RETURN(plan.offsets,
+                        TupleOffsets(context, context.in(0).shape(), context.in(1), 0));
   return plan;
 }
 

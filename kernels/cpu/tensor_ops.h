@@ -102,6 +102,8 @@ struct ScatterNDPlan {
   int64_t slice = 1;
 };
 absl::StatusOr<ScatterNDPlan> PlanScatterND(const KernelContext& context);
+// ScatterND's shapes only (indices not read): the elements of each tuple's update slice.
+absl::StatusOr<int64_t> ScatterNDSlice(const KernelContext& context);
 
 // tensor_layout_kernels.cc
 absl::Status Transpose(KernelContext& context);

@@ -1,9 +1,16 @@
-// The CUDA indexing kernels: Gather, ScatterND and Sum. Indices are host inputs, checked and
-// normalised on the host with the CPU family's own helpers (the same errors, before anything is
-// launched) and uploaded with the launch; ScatterND's updates to one destination are grouped on
-// the host so the device applies them in ONNX's order without atomics.
+// The CUDA indexing kernels: Gather, ScatterND and Sum. Indices the host holds (token ids fed
+// from the host, constants) are checked and normalised on the host with the CPU family's own
+// helpers (the same errors, before anything is launched) and uploaded with the launch;
+// ScatterND's updates to one destination are grouped on the host so the device applies them in
+// ONNX's order without atomics. Indices the GPU holds (a captured step's inputs, indices computed
+// on the device) are read there, with no wait for the GPU: an index out of range cannot be
+// reported, so Gather gives zeros and ScatterND skips the tuple; ScatterND's grouping is a stable
+// radix sort on the device.
 #include <algorithm>
+#include <limits>
+#include <memory>
 #include <numeric>
+#include <span>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -27,7 +34,29 @@ absl::StatusOr<Tensor> Upload(KernelContext& context, const std::vector<int64_t>
   return OnBackend(host, context.backend());
 }
 
+absl::Status GatherDeviceIndex(KernelContext& context) {
+  const Tensor& data = context.in(0);
+  const Tensor& indices = context.in(1);
+  if (data.rank() == 0) return NodeError(context, "data must not be a scalar");
+  AMPC_ASSIGN_OR_RETURN(
+      const int axis,
+      tensor_ops::NormalizeAxis(context, context.attributes().Int("axis", 0), data.rank()));
+  Shape shape(data.shape().begin(), data.shape().begin() + axis);
+  shape.insert(shape.end(), indices.shape().begin(), indices.shape().end());
+  shape.insert(shape.end(), data.shape().begin() + axis + 1, data.shape().end());
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, shape, data.dtype()));
+  if (out->size() == 0) return absl::OkStatus();
+  const int64_t outer = ElementCount(std::span(data.shape()).first(axis));
+  const size_t row_bytes =
+      ElementCount(std::span(data.shape()).subspan(axis + 1)) * DTypeSize(data.dtype());
+  return Launched(context,
+                  cuda::GatherDeviceIndex(data.raw(), out->raw(), indices.raw(),
+                                          indices.dtype() == DType::kInt64, outer, data.dim(axis),
+                                          indices.size(), row_bytes, StreamOf(context)));
+}
+
 absl::Status Gather(KernelContext& context) {
+  if (!InHostMemory(context.in(1))) return GatherDeviceIndex(context);
   const Tensor& data = context.in(0);
   AMPC_ASSIGN_OR_RETURN(const tensor_ops::GatherPlan plan, tensor_ops::PlanGather(context));
   AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, plan.output, data.dtype()));
@@ -61,7 +90,42 @@ ScatterGroups GroupByDestination(const std::vector<int64_t>& offsets) {
   return groups;
 }
 
+absl::Status ScatterNDDeviceIndex(KernelContext& context) {
+  const Tensor& data = context.in(0);
+  const Tensor& indices = context.in(1);
+  AMPC_ASSIGN_OR_RETURN(const tensor_ops::Reduction reduction, tensor_ops::ReductionOf(context));
+  AMPC_ASSIGN_OR_RETURN(const int64_t slice, tensor_ops::ScatterNDSlice(context));
+  cuda::ScatterDims dims{};
+  dims.k = static_cast<int>(indices.dim(indices.rank() - 1));
+  if (dims.k > cuda::kMaxScatterDims) {
+    return NodeError(context, absl::StrCat("index tuples of ", dims.k,
+                                           " components; the CUDA "
+                                           "ScatterND reads at most ",
+                                           cuda::kMaxScatterDims, " on the device"));
+  }
+  for (int d = 0; d < dims.k; ++d) dims.dim[d] = data.dim(d);
+  const int64_t rows = ElementCount(std::span(data.shape()).first(dims.k));
+  const int64_t tuples = indices.size() / dims.k;
+  if (tuples > std::numeric_limits<int32_t>::max()) {
+    return NodeError(context,
+                     absl::StrCat(tuples, " index tuples; the CUDA ScatterND sorts at most ",
+                                  std::numeric_limits<int32_t>::max(), " on the device"));
+  }
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, data.shape(), data.dtype()));
+  AMPC_RETURN_IF_ERROR(
+      Launched(context, cudaMemcpyAsync(out->raw(), data.raw(), data.bytes(),
+                                        cudaMemcpyDeviceToDevice, StreamOf(context))));
+  if (tuples == 0 || slice == 0) return absl::OkStatus();
+  const size_t bytes = cuda::ScatterScratchBytes(tuples, rows);
+  AMPC_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> scratch, context.backend().Allocate(bytes));
+  return Launched(context, cuda::ScatterSlicesDeviceIndex(
+                               ElemOf(data.dtype()), static_cast<cuda::ScatterReduction>(reduction),
+                               out->raw(), context.in(2).raw(), indices.data<int64_t>(), tuples,
+                               dims, rows, slice, scratch->data(), bytes, StreamOf(context)));
+}
+
 absl::Status ScatterND(KernelContext& context) {
+  if (!InHostMemory(context.in(1))) return ScatterNDDeviceIndex(context);
   const Tensor& data = context.in(0);
   const Tensor& updates = context.in(2);
   AMPC_ASSIGN_OR_RETURN(const tensor_ops::ScatterNDPlan plan, tensor_ops::PlanScatterND(context));
@@ -117,9 +181,10 @@ void RegisterCudaIndexKernels(KernelRegistry& r) {
   const std::vector<DType> ints = {DType::kInt32, DType::kInt64};
   const std::vector<DType> numeric = {DType::kFloat,  DType::kFloat16, DType::kBFloat16,
                                       DType::kDouble, DType::kInt32,   DType::kInt64};
-  r.Register("cuda", "", "Gather", {{0, all}, {1, ints}}, Gather, {.host = {1}});
+  // Indices are read where they are (host or device): a step never waits to read them.
+  r.Register("cuda", "", "Gather", {{0, all}, {1, ints}}, Gather, {.either = {1}});
   r.Register("cuda", "", "ScatterND", {{0, numeric}, {1, {DType::kInt64}}}, ScatterND,
-             {.host = {1}});
+             {.either = {1}});
   r.Register("cuda", "", "Sum", {{0, numeric}}, Sum);
 }
 

@@ -142,7 +142,15 @@ void ExpectCudaMatchesCpu(const ParityCase& parity) {
   ASSERT_TRUE(device.ok()) << device.status();
   auto expected = (*reference)->Run(inputs);
   ASSERT_TRUE(expected.ok()) << expected.status();
-  auto actual = (*device)->Run(inputs);
+  std::vector<Tensor> device_inputs = inputs;
+  if (parity.inputs_on_gpu) {
+    for (Tensor& input : device_inputs) {
+      auto on_gpu = OnBackend(input, **cuda);
+      ASSERT_TRUE(on_gpu.ok()) << on_gpu.status();
+      input = *std::move(on_gpu);
+    }
+  }
+  auto actual = (*device)->Run(device_inputs);
   ASSERT_TRUE(actual.ok()) << actual.status();
   ASSERT_EQ(expected->size(), actual->size());
   for (size_t i = 0; i < expected->size(); ++i) {

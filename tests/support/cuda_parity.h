@@ -40,6 +40,9 @@ struct ParityCase {
   // when the CPU output is all zeros), non-finite values in the same places.
   double tolerance = 1e-6;
   uint32_t seed = 1;
+  // The CUDA session's inputs are copied to the GPU first (kernels that read an input where it
+  // is take their device path); the CPU's stay on the host.
+  bool inputs_on_gpu = false;
 };
 
 // Fresh random inputs for every graph input of `model`, in declaration order.
