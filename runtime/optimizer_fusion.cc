@@ -114,13 +114,13 @@ int FuseCheckUnscaleClip(onnx::GraphProto& graph) {
   for (int k = 0; k < c.input_size(); ++k) {
     if (c.input(k) != u.input(k + 1)) return 0;
   }
-  absl::flat_hash_set<std::string> defined;
-  for (const auto& input : graph.input()) defined.insert(input.name());
-  for (const auto& init : graph.initializer()) defined.insert(init.name());
-  for (int i = 0; i < check; ++i) {
-    for (const std::string& out : graph.node(i).output()) defined.insert(out);
+  // The scale must not come from CheckFinite's place or later (a graph input, an initializer or
+  // a value of the enclosing graph, as the step's `ampc.scale`, are all there before).
+  for (int i = check; i < graph.node_size(); ++i) {
+    for (const std::string& out : graph.node(i).output()) {
+      if (out == u.input(0)) return 0;
+    }
   }
-  if (!defined.contains(u.input(0))) return 0;
   onnx::NodeProto fused;
   fused.set_op_type("CheckUnscaleClip");
   fused.set_domain(kRuntimeDomain);

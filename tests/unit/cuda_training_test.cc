@@ -7,6 +7,7 @@
 #include <onnx/shape_inference/implementation.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +28,7 @@
 #include "passes/ampc_ops.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/graph_executor.h"
+#include "runtime/node_profiler.h"
 #include "runtime/training_session.h"
 #include "tests/support/cuda_parity.h"
 #include "tests/support/subprocess.h"
@@ -183,6 +185,41 @@ TEST_F(CudaTrainingTest, EveryNodeOfTheBundledTrainingModelsHasACudaKernel) {
       EXPECT_EQ(absl::StrJoin(MissingCudaKernels(trained), "; "), "") << name << " " << dtype;
     }
   }
+}
+
+// The op types a step runs, in order.
+class OpRecorder final : public NodeProfiler {
+ public:
+  void Begin(const KernelInfo& node) override { ops.push_back(node.node.op_type()); }
+  void End(const KernelInfo&) override {}
+  std::vector<std::string> ops;
+};
+
+// The runtime's rewrites of a compiled step (runtime/optimizer_fusion.h) apply to what ampc
+// --train writes, whose scale is a value of the enclosing graph: one multi-tensor Adam, and the
+// check and unscale as one pass over the gradients. On the CPU, where they run the same kernels.
+TEST_F(CudaTrainingTest, CompiledStepsRunTheRuntimesFusions) {
+  CpuBackend cpu(1);
+  auto session =
+      TrainingSession::Create(Compiled(models::BuildMlp({}), "fp16"), DefaultRegistry(), cpu);
+  ASSERT_TRUE(session.ok()) << session.status();
+  OpRecorder recorder;
+  (*session)->set_profiler(&recorder);
+  NamedTensors batch;
+  for (const ValueSpec& spec : (*session)->data_inputs()) {
+    Shape shape = {4};
+    for (size_t d = 1; d < spec.dims.size(); ++d) shape.push_back(spec.dims[d]);
+    batch[spec.name] = Tensor::Host(spec.dtype, shape);
+    std::memset(batch[spec.name].raw(), 0, batch[spec.name].bytes());
+  }
+  ASSERT_TRUE((*session)->Step(batch, 0.001f).ok());
+  auto count = [&](const std::string& op) {
+    return std::count(recorder.ops.begin(), recorder.ops.end(), op);
+  };
+  EXPECT_EQ(count("CheckUnscaleClip"), 1);
+  EXPECT_EQ(count("CheckFinite") + count("UnscaleClip"), 0);
+  EXPECT_EQ(count("MultiAdam"), 1);
+  EXPECT_EQ(count("Adam"), 0);
 }
 
 #ifdef AMPC_HAVE_CUDA
