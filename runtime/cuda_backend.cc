@@ -239,6 +239,7 @@ void CudaBackend::SettlePool(const std::vector<std::pair<void*, size_t>>& added)
 }
 
 void CudaBackend::Release(void* data, size_t bytes) {
+  if (capturing_) captured_buffers_.emplace_back(data, bytes);  // the graph may use it
   // A pool buffer a value let go of stays reserved to the captures (they use it), except while
   // capturing, when the capture in progress may take it again.
   if (pool_held_.erase(data) > 0 && !capturing_) return;
