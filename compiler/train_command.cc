@@ -403,6 +403,11 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
               << std::flush;
     AMPC_RETURN_IF_ERROR(Save(session, absl::GetFlag(FLAGS_save)));
   }
+  if (absl::GetFlag(FLAGS_capture)) {
+    PrintDiagnostic(session.capture_off_reason().empty()
+                        ? absl::StrCat(session.replayed_steps(), " steps ran as CUDA Graph replays")
+                        : absl::StrCat("note: steps not captured: ", session.capture_off_reason()));
+  }
   return absl::OkStatus();
 }
 

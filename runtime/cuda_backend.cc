@@ -147,7 +147,7 @@ absl::Status CudaBackend::CopyAllToHost(std::span<const Tensor* const> tensors,
 absl::Status CudaBackend::Copy(const Tensor& from, Tensor& to) {
   if (from.bytes() != to.bytes()) return Backend::Copy(from, to);  // the error
   return Check(
-      cudaMemcpyAsync(to.raw(), from.raw(), from.bytes(), cudaMemcpyDeviceToDevice, stream_),
+      cudaMemcpyAsync(to.raw(), from.raw(), from.bytes(), cudaMemcpyDefault, stream_),
       "copying on the GPU");
 }
 

@@ -63,6 +63,8 @@ class CudaBackend final : public Backend {
   // Times the host waited for the device since creation (copies to the host, Synchronize, a
   // staging buffer still in use); a replayed training step adds none.
   uint64_t synchronisations() const { return synchronisations_; }
+  // Captured graphs alive now (CapturedWork from EndCapture not yet destroyed).
+  int live_captures() const { return live_captures_; }
 
   // State a kernel family shares across its kernels on this backend (a cuBLASLt handle and
   // workspace, cached plans): made on first use, destroyed with the backend, before its memory.

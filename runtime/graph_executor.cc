@@ -333,6 +333,26 @@ absl::Status GraphExecutor::PlaceInputs(const Step& step, std::vector<Tensor>& v
   return absl::OkStatus();
 }
 
+// The step's outputs into their slots, each checked against its declared type.
+absl::Status GraphExecutor::StoreOutputs(const Step& step, std::vector<Tensor>& outputs,
+                                         std::vector<Tensor>& values) {
+  for (size_t i = 0; i < step.outputs.size(); ++i) {
+    if (step.outputs[i] < 0) continue;
+    const DType declared = step.info->output_types[i];
+    if (!outputs[i].empty() && declared != DType::kUndefined && outputs[i].dtype() != declared) {
+      return absl::InternalError(absl::StrCat(
+          step.info->label(), ": output '", step.info->node.output(i), "' is ",
+          DTypeName(outputs[i].dtype()), ", declared ", DTypeName(declared), " (an ampc bug)"));
+    }
+    if (outputs[i].empty()) {
+      return absl::InternalError(absl::StrCat(
+          step.info->label(), ": the kernel did not produce output ", i, " (an ampc bug)"));
+    }
+    values[step.outputs[i]] = std::move(outputs[i]);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<Tensor>> GraphExecutor::Run(
     std::span<const Tensor> inputs, std::span<Tensor* const> outer,
     std::span<Tensor* const> destinations) const {
@@ -373,10 +393,10 @@ absl::StatusOr<std::vector<Tensor>> GraphExecutor::Run(
     step_outputs.assign(step->outputs.size(), Tensor());
     KernelContext context(info, step_inputs, step_implicit, step_outputs);
     if (!destination_of.empty() && !on_host) {  // destinations are the backend's memory
-      step_destinations.assign(step->outputs.size(), nullptr);
-      for (size_t i = 0; i < step->outputs.size(); ++i) {
-        auto it = destination_of.find(step->outputs[i]);
-        if (it != destination_of.end()) step_destinations[i] = it->second;
+      step_destinations.clear();
+      for (int slot : step->outputs) {
+        auto it = destination_of.find(slot);
+        step_destinations.push_back(it != destination_of.end() ? it->second : nullptr);
       }
       context.set_destinations(step_destinations);
     }
@@ -386,21 +406,8 @@ absl::StatusOr<std::vector<Tensor>> GraphExecutor::Run(
       return status;
     }
     if (profiler_ != nullptr) profiler_->End(*step->info);
-    for (size_t i = 0; i < step->outputs.size(); ++i) {
-      if (step->outputs[i] < 0) continue;
-      const DType declared = step->info->output_types[i];
-      if (!step_outputs[i].empty() && declared != DType::kUndefined &&
-          step_outputs[i].dtype() != declared) {
-        return absl::InternalError(absl::StrCat(step->info->label(), ": output '",
-                                                step->info->node.output(i), "' is ",
-                                                DTypeName(step_outputs[i].dtype()), ", declared ",
-                                                DTypeName(declared), " (an ampc bug)"));
-      }
-      if (step_outputs[i].empty()) {
-        return absl::InternalError(absl::StrCat(
-            step->info->label(), ": the kernel did not produce output ", i, " (an ampc bug)"));
-      }
-      values[step->outputs[i]] = std::move(step_outputs[i]);
+    if (absl::Status status = StoreOutputs(*step, step_outputs, values); !status.ok()) {
+      return status;
     }
     for (int slot : step->release) values[slot] = Tensor();
   }

@@ -74,6 +74,8 @@ class GraphExecutor {
   bool PlaceOnHost(const Step& step, std::vector<Tensor>& values,
                    std::vector<Tensor*>& inputs) const;
   static absl::Status Compute(OpKernel& kernel, const KernelInfo& info, KernelContext& context);
+  static absl::Status StoreOutputs(const Step& step, std::vector<Tensor>& outputs,
+                                   std::vector<Tensor>& values);
 
   NodeProfiler* profiler_ = nullptr;
   std::vector<std::string> input_names_;

@@ -192,7 +192,11 @@ absl::Status TrainingSession::RunInitialization(const onnx::ModelProto& model,
           absl::StrCat("initialization output '", name, "' has the name of a graph initializer"));
     }
     state_names_.push_back(name);
-    state_.push_back(std::move(values[i]));
+    // On the backend, even a value the host computed (integer shape arithmetic, a constant).
+    AMPC_ASSIGN_OR_RETURN(Tensor value, InHostMemory(values[i]) && backend_.name() != "cpu"
+                                            ? OnBackend(values[i], backend_)
+                                            : values[i]);
+    state_.push_back(std::move(value));
   }
   return absl::OkStatus();
 }
@@ -350,145 +354,9 @@ std::vector<Tensor*> TrainingSession::Destinations() {
   return destinations;
 }
 
-// What a captured graph bakes in: where it reads the state and writes the next one.
-std::vector<const void*> TrainingSession::StateAddresses() const {
-  std::vector<const void*> addresses;
-  for (const Tensor* value : algorithm_outer_) addresses.push_back(value->raw());
-  for (const auto& [state, output] : bindings_) {
-    addresses.push_back(spare_[state].empty() ? nullptr : spare_[state].raw());
-  }
-  return addresses;
-}
-
 void TrainingSession::set_profiler(NodeProfiler* profiler) {
   algorithm_->set_profiler(profiler);
   profiling_ = profiler != nullptr;
-}
-
-void TrainingSession::set_capture(bool on) {
-  capture_ = on;
-  if (!on) captured_.clear();
-}
-
-void TrainingSession::CaptureOff(std::string reason) {
-  capture_ = false;
-  capture_off_reason_ = std::move(reason);
-  captured_.clear();
-}
-
-absl::StatusOr<bool> TrainingSession::RunCaptured(std::span<const Tensor> feeds) {
-  // Warm-up: kernels choose their algorithms and workspaces, and the state reaches its two
-  // buffer sets, in eager steps with these shapes.
-  constexpr int64_t kEagerSteps = 2;
-  if (!backend_.CanCapture()) {
-    CaptureOff(std::string(backend_.BeginCapture().message()));
-    return false;
-  }
-  std::vector<Shape> shapes;
-  for (const Tensor& feed : feeds) shapes.push_back(feed.shape());
-  if (shapes != capture_shapes_) {
-    captured_.clear();
-    capture_feeds_.clear();
-    capture_shapes_ = std::move(shapes);
-    steps_with_shapes_ = 0;
-  }
-  if (++steps_with_shapes_ <= kEagerSteps) return false;
-  if (capture_feeds_.empty()) {
-    for (const Tensor& feed : feeds) {
-      AMPC_ASSIGN_OR_RETURN(Tensor buffer, backend_.NewTensor(feed.dtype(), feed.shape()));
-      capture_feeds_.push_back(std::move(buffer));
-    }
-  }
-  const std::vector<const void*> state = StateAddresses();
-  Captured* graph = nullptr;
-  for (const auto& c : captured_) {
-    if (c->state == state) graph = c.get();
-  }
-  if (graph == nullptr) {
-    absl::StatusOr<std::unique_ptr<Captured>> captured = Capture();
-    if (!captured.ok()) {
-      CaptureOff(std::string(captured.status().message()));
-      return false;
-    }
-    captured_.push_back(*std::move(captured));
-    graph = captured_.back().get();
-  }
-  for (size_t i = 0; i < feeds.size(); ++i) {
-    AMPC_RETURN_IF_ERROR(InHostMemory(feeds[i])
-                             ? backend_.CopyFromHost(feeds[i].raw(), capture_feeds_[i])
-                             : backend_.Copy(feeds[i], capture_feeds_[i]));
-  }
-  AMPC_RETURN_IF_ERROR(graph->work->Replay());
-  std::vector<Tensor> outputs = graph->outputs;
-  for (auto& [state, output] : bindings_) outputs[output] = spare_[state];
-  Advance(outputs);
-  ++replayed_steps_;
-  return true;
-}
-
-// An error says why the step cannot be captured.
-absl::StatusOr<std::unique_ptr<TrainingSession::Captured>> TrainingSession::Capture() {
-  // Every bound state value and its spare get a buffer of their own, so that the state
-  // alternates between two buffer sets: a value that shares one (a counter a step passes through
-  // as a view, initial values of one constant) is copied out first, and a graph copies an output
-  // that does not land in its spare (a view) into it.
-  // Graphs of other buffers are dropped.
-  auto exclusive = [](const Tensor& t) { return !t.empty() && t.buffer().use_count() == 1; };
-  for (const auto& [state, output] : bindings_) {
-    Tensor& value = state_[state];
-    if (!exclusive(value)) {
-      captured_.clear();
-      AMPC_ASSIGN_OR_RETURN(Tensor copy, backend_.NewTensor(value.dtype(), value.shape()));
-      AMPC_RETURN_IF_ERROR(backend_.Copy(value, copy));
-      value = std::move(copy);
-    }
-    if (!exclusive(spare_[state])) {
-      captured_.clear();
-      AMPC_ASSIGN_OR_RETURN(spare_[state], backend_.NewTensor(value.dtype(), value.shape()));
-    }
-  }
-  if (captured_.size() >= 2) {
-    return absl::InternalError("the state left its two buffer sets (an ampc bug)");
-  }
-  std::vector<Tensor*> destinations = Destinations();
-  auto captured = std::make_unique<Captured>();
-  captured->state = StateAddresses();
-  AMPC_RETURN_IF_ERROR(backend_.BeginCapture());
-  absl::StatusOr<std::vector<Tensor>> outputs =
-      algorithm_->Run(capture_feeds_, algorithm_outer_, destinations);
-  absl::Status status = outputs.status();
-  for (const auto& [state, output] : bindings_) {
-    if (!status.ok()) break;
-    Tensor& value = (*outputs)[output];
-    if (value.raw() != spare_[state].raw()) status = backend_.Copy(value, spare_[state]);
-  }
-  if (status.ok()) status = CheckScalar((*outputs)[loss_output_], loss_name_);
-  if (!status.ok()) {
-    outputs = std::vector<Tensor>();  // the capture's buffers go back before it ends
-    backend_.AbortCapture();
-    return status;
-  }
-  captured->outputs = *std::move(outputs);
-  absl::StatusOr<std::unique_ptr<CapturedWork>> work = backend_.EndCapture();
-  if (!work.ok()) return work.status();
-  captured->work = *std::move(work);
-  // Outputs in the state's buffers (written into a spare, or views of the state) are not kept:
-  // each replay writes them there again, and the state's buffers stay its own.
-  absl::flat_hash_set<const Buffer*> state_buffers;
-  for (const auto& [state, output] : bindings_) {
-    state_buffers.insert(state_[state].buffer().get());
-    state_buffers.insert(spare_[state].buffer().get());
-  }
-  for (Tensor& output : captured->outputs) {
-    if (!output.empty() && state_buffers.contains(output.buffer().get())) output = Tensor();
-  }
-  for (int kept : {loss_output_, applied_output_, norm_output_}) {
-    if (kept >= 0 && captured->outputs[kept].empty()) {
-      return absl::UnimplementedError(absl::StrCat(
-          "the step's output '", algorithm_->output_names()[kept], "' is a view of its state"));
-    }
-  }
-  return captured;
 }
 
 absl::StatusOr<StepResult> TrainingSession::Step(const NamedTensors& inputs, float lr) {

@@ -125,9 +125,9 @@ class TrainingSession {
   absl::StatusOr<StepResult> ReadBack(bool with_last_step) const;
   // The algorithm's inputs in order: `inputs` and the learning rate.
   absl::StatusOr<std::vector<Tensor>> AlgorithmFeeds(const NamedTensors& inputs, float lr) const;
-  // One captured step: the state buffers it reads and writes, and the outputs it keeps (every
-  // algorithm output but the bound ones written into the spare state: each replay writes them
-  // again).
+  // One captured step (training_capture.cc): the state buffers it reads and writes, and the outputs
+  // it keeps (every algorithm output but the bound ones written into the spare state: each replay
+  // writes them again).
   struct Captured {
     std::vector<const void*> state;  // StateAddresses() when captured
     std::vector<Tensor> outputs;
@@ -138,6 +138,9 @@ class TrainingSession {
   // must run eagerly instead.
   absl::StatusOr<bool> RunCaptured(std::span<const Tensor> feeds);
   absl::StatusOr<std::unique_ptr<Captured>> Capture();
+  absl::Status OwnStateBuffers();
+  absl::StatusOr<std::unique_ptr<Captured>> Record();
+  absl::Status DropStateOutputs(Captured& captured) const;
   void CaptureOff(std::string reason);
   // Per algorithm output: the spare buffer a bound output may be written into, or null.
   std::vector<Tensor*> Destinations();

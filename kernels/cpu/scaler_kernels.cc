@@ -1,5 +1,6 @@
 // CPU kernels of the ai.ampc loss-scaling stage and optimizers (docs/training-design.md, "The
-// step"): CheckFinite, UpdateScale, UnscaleClip, SGD, Adam. Gradients may be FP32/FP16/BF16/FP64;
+// step"): CheckFinite, UpdateScale, UnscaleClip, SGD, Adam, and the runtime's fused forms of
+// them (CheckUnscaleClip, MultiSGD, MultiAdam). Gradients may be FP32/FP16/BF16/FP64;
 // everything after the unscale is FP32, with PyTorch's single-tensor optimizer arithmetic (its
 // Python-double scalars computed in double and rounded to float, the tensor ops in FP32 in the
 // order torch.optim does them). A skipped optimizer step returns its inputs themselves.
@@ -217,12 +218,13 @@ absl::Status SgdTensor(KernelContext& context, const SgdScalars& s, bool skip, i
   return absl::OkStatus();
 }
 
-// SGD (ai.ampc) with one parameter, and the runtime's MultiSGD (optimizer_fusion.h) with any
-// number: inputs skip, lr, first, then param, grad (and buf with momentum) per parameter.
+// The runtime's CheckUnscaleClip (optimizer_fusion.h): the two kernels, the same bits.
 absl::Status CheckUnscaleClip(KernelContext& context) {
   return scaler_ops::CheckThenUnscaleClip(context, CheckFinite, UnscaleClip);
 }
 
+// SGD (ai.ampc) with one parameter, and the runtime's MultiSGD (optimizer_fusion.h) with any
+// number: inputs skip, lr, first, then param, grad (and buf with momentum) per parameter.
 absl::Status Sgd(KernelContext& context) {
   AMPC_ASSIGN_OR_RETURN(bool skip, Scalar<bool>(context, 0));
   AMPC_ASSIGN_OR_RETURN(float lr, Scalar<float>(context, 1));

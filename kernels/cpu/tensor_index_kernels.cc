@@ -116,7 +116,7 @@ absl::Status Combine(const KernelContext& context, Reduction reduction, Tensor& 
 
 }  // namespace
 
-absl::StatusOr<GatherPlan> PlanGather(const KernelContext& context) {
+absl::StatusOr<GatherPlan> GatherShape(const KernelContext& context) {
   const Tensor& data = context.in(0);
   const Tensor& indices = context.in(1);
   if (data.rank() == 0) return NodeError(context, "data must not be a scalar");
@@ -125,12 +125,17 @@ absl::StatusOr<GatherPlan> PlanGather(const KernelContext& context) {
                         NormalizeAxis(context, context.attributes().Int("axis", 0), data.rank()));
   const int axis = plan.axis;
   plan.dim = data.dim(axis);
-  AMPC_ASSIGN_OR_RETURN(plan.index, CheckedIndices(context, indices, plan.dim, axis));
   plan.output.assign(data.shape().begin(), data.shape().begin() + axis);
   plan.output.insert(plan.output.end(), indices.shape().begin(), indices.shape().end());
   plan.output.insert(plan.output.end(), data.shape().begin() + axis + 1, data.shape().end());
   for (int d = 0; d < axis; ++d) plan.outer *= data.dim(d);
   plan.chunk = ElementCount(std::span(data.shape()).subspan(axis + 1)) * DTypeSize(data.dtype());
+  return plan;
+}
+
+absl::StatusOr<GatherPlan> PlanGather(const KernelContext& context) {
+  AMPC_ASSIGN_OR_RETURN(GatherPlan plan, GatherShape(context));
+  AMPC_ASSIGN_OR_RETURN(plan.index, CheckedIndices(context, context.in(1), plan.dim, plan.axis));
   return plan;
 }
 

@@ -93,6 +93,8 @@ struct GatherPlan {
   size_t chunk = 0;
 };
 absl::StatusOr<GatherPlan> PlanGather(const KernelContext& context);
+// The plan without `index` (indices not read): shapes only.
+absl::StatusOr<GatherPlan> GatherShape(const KernelContext& context);
 
 // ScatterND: the reduction, the element offset in data of every index tuple (checked), and the
 // elements each tuple's update slice holds; updates checked against data and indices.

@@ -65,7 +65,7 @@ struct CudnnState {
   cudnnHandle_t handle = nullptr;
   std::map<std::vector<int>, Choice> choices;
   std::shared_ptr<Buffer> workspace;
-  // Smaller workspaces it replaced: a captured CUDA Graph may still use one.
+  // Smaller workspaces it replaced, kept while a captured CUDA Graph may still use one.
   std::vector<std::shared_ptr<Buffer>> retired;
 };
 
@@ -90,6 +90,7 @@ absl::StatusOr<CudnnState*> StateOf(CudaBackend& backend) {
 absl::StatusOr<void*> Workspace(CudaBackend& backend, CudnnState& state, size_t bytes) {
   if (bytes == 0) return nullptr;
   if (state.workspace == nullptr || state.workspace->bytes() < bytes) {
+    if (backend.live_captures() == 0) state.retired.clear();
     if (state.workspace != nullptr) state.retired.push_back(std::move(state.workspace));
     AMPC_ASSIGN_OR_RETURN(state.workspace, backend.Allocate(bytes));
   }

@@ -82,6 +82,16 @@ bool Fits(size_t word, size_t row_bytes, const void* x, const void* y) {
          reinterpret_cast<uintptr_t>(y) % word == 0;
 }
 
+// launch(W{}) with the widest word W that divides the row and both pointers.
+template <typename Launch>
+cudaError_t ByWord(size_t row_bytes, const void* x, const void* y, Launch launch) {
+  if (Fits(16, row_bytes, x, y)) return launch(uint4{});
+  if (Fits(8, row_bytes, x, y)) return launch(uint64_t{});
+  if (Fits(4, row_bytes, x, y)) return launch(uint32_t{});
+  if (Fits(2, row_bytes, x, y)) return launch(uint16_t{});
+  return launch(uint8_t{});
+}
+
 // ---- ScatterND: one thread per (destination, element of the slice) ----
 
 template <typename T>
@@ -266,44 +276,19 @@ cudaError_t ByType(ElemType type, Args... args) {
 cudaError_t Gather(const void* d_x, void* d_y, const int64_t* d_index, int64_t outer, int64_t dim,
                    int64_t count, size_t row_bytes, cudaStream_t stream) {
   if (outer == 0 || count == 0 || row_bytes == 0) return cudaSuccess;
-  if (Fits(16, row_bytes, d_x, d_y)) {
-    return LaunchGather<uint4>(d_x, d_y, d_index, outer, dim, count, row_bytes, stream);
-  }
-  if (Fits(8, row_bytes, d_x, d_y)) {
-    return LaunchGather<uint64_t>(d_x, d_y, d_index, outer, dim, count, row_bytes, stream);
-  }
-  if (Fits(4, row_bytes, d_x, d_y)) {
-    return LaunchGather<uint32_t>(d_x, d_y, d_index, outer, dim, count, row_bytes, stream);
-  }
-  if (Fits(2, row_bytes, d_x, d_y)) {
-    return LaunchGather<uint16_t>(d_x, d_y, d_index, outer, dim, count, row_bytes, stream);
-  }
-  return LaunchGather<uint8_t>(d_x, d_y, d_index, outer, dim, count, row_bytes, stream);
+  return ByWord(row_bytes, d_x, d_y, [&](auto word) {
+    return LaunchGather<decltype(word)>(d_x, d_y, d_index, outer, dim, count, row_bytes, stream);
+  });
 }
 
 cudaError_t GatherDeviceIndex(const void* d_x, void* d_y, const void* d_index, bool index64,
                               int64_t outer, int64_t dim, int64_t count, size_t row_bytes,
                               cudaStream_t stream) {
   if (outer == 0 || count == 0 || row_bytes == 0) return cudaSuccess;
-  for (size_t word : {16, 8, 4, 2}) {
-    if (!Fits(word, row_bytes, d_x, d_y)) continue;
-    switch (word) {
-      case 16:
-        return LaunchGatherDeviceIndex<uint4>(d_x, d_y, d_index, index64, outer, dim, count,
-                                              row_bytes, stream);
-      case 8:
-        return LaunchGatherDeviceIndex<uint64_t>(d_x, d_y, d_index, index64, outer, dim, count,
-                                                 row_bytes, stream);
-      case 4:
-        return LaunchGatherDeviceIndex<uint32_t>(d_x, d_y, d_index, index64, outer, dim, count,
-                                                 row_bytes, stream);
-      default:
-        return LaunchGatherDeviceIndex<uint16_t>(d_x, d_y, d_index, index64, outer, dim, count,
-                                                 row_bytes, stream);
-    }
-  }
-  return LaunchGatherDeviceIndex<uint8_t>(d_x, d_y, d_index, index64, outer, dim, count, row_bytes,
-                                          stream);
+  return ByWord(row_bytes, d_x, d_y, [&](auto word) {
+    return LaunchGatherDeviceIndex<decltype(word)>(d_x, d_y, d_index, index64, outer, dim, count,
+                                                   row_bytes, stream);
+  });
 }
 
 size_t ScatterScratchBytes(int64_t tuples, int64_t rows) {

@@ -37,22 +37,13 @@ absl::StatusOr<Tensor> Upload(KernelContext& context, const std::vector<int64_t>
 absl::Status GatherDeviceIndex(KernelContext& context) {
   const Tensor& data = context.in(0);
   const Tensor& indices = context.in(1);
-  if (data.rank() == 0) return NodeError(context, "data must not be a scalar");
-  AMPC_ASSIGN_OR_RETURN(
-      const int axis,
-      tensor_ops::NormalizeAxis(context, context.attributes().Int("axis", 0), data.rank()));
-  Shape shape(data.shape().begin(), data.shape().begin() + axis);
-  shape.insert(shape.end(), indices.shape().begin(), indices.shape().end());
-  shape.insert(shape.end(), data.shape().begin() + axis + 1, data.shape().end());
-  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, shape, data.dtype()));
+  AMPC_ASSIGN_OR_RETURN(const tensor_ops::GatherPlan plan, tensor_ops::GatherShape(context));
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, plan.output, data.dtype()));
   if (out->size() == 0) return absl::OkStatus();
-  const int64_t outer = ElementCount(std::span(data.shape()).first(axis));
-  const size_t row_bytes =
-      ElementCount(std::span(data.shape()).subspan(axis + 1)) * DTypeSize(data.dtype());
   return Launched(context,
                   cuda::GatherDeviceIndex(data.raw(), out->raw(), indices.raw(),
-                                          indices.dtype() == DType::kInt64, outer, data.dim(axis),
-                                          indices.size(), row_bytes, StreamOf(context)));
+                                          indices.dtype() == DType::kInt64, plan.outer, plan.dim,
+                                          indices.size(), plan.chunk, StreamOf(context)));
 }
 
 absl::Status Gather(KernelContext& context) {

@@ -1,4 +1,5 @@
-// ai.ampc CheckFinite, UpdateScale, UnscaleClip, SGD and Adam on the CUDA backend: the
+// ai.ampc CheckFinite, UpdateScale, UnscaleClip, SGD and Adam, and the runtime's
+// CheckUnscaleClip, MultiSGD and MultiAdam, on the CUDA backend: the
 // multi-tensor kernels of kernels/cuda/scaler.h. Names, domain, attributes and creation checks are
 // kernels/cpu/scaler_ops.h's; every flag, scale, learning rate and step is read on the
 // device, so no kernel here waits for the GPU. Where the CPU kernel returns its inputs themselves

@@ -86,6 +86,17 @@ TEST_F(TrainCommandTest, LearnsSyntheticDataAndWritesMetricsAndTheModel) {
   EXPECT_TRUE(fs::exists(Path("out.onnx")));
 }
 
+// --capture on the CPU: training as without it, and one line saying why no step was captured.
+TEST_F(TrainCommandTest, CaptureSaysWhyWhereItCannot) {
+  std::vector<std::string> args = Train(model_, "1");
+  args.push_back("--capture");
+  auto r = Ampc(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("8 steps applied"));
+  EXPECT_THAT(r.err,
+              HasSubstr("ampc: note: steps not captured: the cpu backend cannot capture work"));
+}
+
 TEST_F(TrainCommandTest, ResumingFromACheckpointIsBitIdentical) {
   std::vector<std::string> straight = Train(model_, "3");
   straight.insert(straight.end(), {"--save", Path("straight.onnx"), "--seed", "5"});
