@@ -194,6 +194,26 @@ TEST(OptimizerFusionTest, NoOnePassForOtherGradientsOrALaterScale) {
   EXPECT_EQ(FuseCheckUnscaleClip(*later.mutable_graph()), 0);
 }
 
+// A malformed CheckUnscaleClip (an output short) is refused when the kernel is chosen, naming
+// the node and the form it takes.
+TEST(OptimizerFusionTest, OnePassNodeOfTheWrongArityIsRefused) {
+  RegisterAmpcSchemas();
+  const onnx::ModelProto model = testing::ParseModelText(R"(
+<ir_version: 8, opset_import: ["" : 17, "ai.ampc" : 1, "ai.ampc.runtime" : 1]>
+g (float s, float[3] a) => (bool found, float[3] ua) {
+  found, ua = ai.ampc.runtime.CheckUnscaleClip (s, a)
+}
+)");
+  CpuBackend cpu(1);
+  ExecutorEnv env{DefaultRegistry(), cpu, {{"", 17}, {"ai.ampc", 1}, {kRuntimeDomain, 1}}};
+  auto executor = GraphExecutor::Create(model.graph(), env, TypeMap());
+  ASSERT_FALSE(executor.ok());
+  EXPECT_NE(executor.status().message().find("CheckUnscaleClip"), std::string::npos)
+      << executor.status();
+  EXPECT_NE(executor.status().message().find("(found, u_1..u_n, norm)"), std::string::npos)
+      << executor.status();
+}
+
 // Finite and overflowing gradients, with and without clipping: the same bits either way.
 TEST(OptimizerFusionTest, OnePassGivesTheSameBits) {
   RegisterAmpcSchemas();

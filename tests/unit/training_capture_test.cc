@@ -112,8 +112,9 @@ absl::StatusOr<std::unique_ptr<CapturedWork>> FakeStream::EndCapture() {
 
 FakeStream& StreamOf(KernelContext& context) { return static_cast<FakeStream&>(context.backend()); }
 
-// y = a + b (b: same shape, or one element), queued.
-absl::Status Add(KernelContext& context) {
+// y = a op b (b: same shape, or one element), queued.
+template <typename Op>
+absl::Status Binary(KernelContext& context) {
   const Tensor &a = context.in(0), &b = context.in(1);
   AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, a.shape()));
   const float *pa = a.data<float>(), *pb = b.data<float>();
@@ -121,19 +122,7 @@ absl::Status Add(KernelContext& context) {
   const int64_t n = a.size();
   const bool scalar = b.size() == 1;
   StreamOf(context).Queue([=] {
-    for (int64_t i = 0; i < n; ++i) py[i] = pa[i] + pb[scalar ? 0 : i];
-  });
-  return absl::OkStatus();
-}
-
-absl::Status Mul(KernelContext& context) {
-  const Tensor &a = context.in(0), &b = context.in(1);
-  AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, a.shape()));
-  const float *pa = a.data<float>(), *pb = b.data<float>();
-  float* py = y->data<float>();
-  const int64_t n = a.size();
-  StreamOf(context).Queue([=] {
-    for (int64_t i = 0; i < n; ++i) py[i] = pa[i] * pb[0];
+    for (int64_t i = 0; i < n; ++i) py[i] = Op()(pa[i], pb[scalar ? 0 : i]);
   });
   return absl::OkStatus();
 }
@@ -159,8 +148,8 @@ absl::Status Identity(KernelContext& context) {
 
 KernelRegistry StreamRegistry() {
   KernelRegistry r;
-  r.Register("fake", "", "Add", {}, Add);
-  r.Register("fake", "", "Mul", {}, Mul);
+  r.Register("fake", "", "Add", {}, Binary<std::plus<float>>);
+  r.Register("fake", "", "Mul", {}, Binary<std::multiplies<float>>);
   r.Register("fake", "", "ReduceSum", {}, ReduceSum);
   r.Register("fake", "", "Identity", {}, Identity, {.anywhere = {0}});
   return r;
