@@ -119,17 +119,4 @@ std::string LrScheduleJson(const LrSchedule& schedule) {
   return json.dump();
 }
 
-double ScheduledLearningRate(const LrSchedule& schedule, double base, int64_t applied_steps) {
-  if (schedule.type == LrSchedule::Type::kConstant) return base;
-  const int64_t step = std::max<int64_t>(applied_steps, 0);
-  if (step < schedule.warmup_steps) {
-    return base * static_cast<double>(step + 1) / static_cast<double>(schedule.warmup_steps);
-  }
-  if (schedule.type == LrSchedule::Type::kLinearWarmup) return base;
-  const double span = static_cast<double>(schedule.total_steps - schedule.warmup_steps);
-  const double t = std::min(static_cast<double>(step - schedule.warmup_steps), span);
-  return schedule.min_lr +
-         (base - schedule.min_lr) * (1 + std::cos(std::numbers::pi * t / span)) / 2;
-}
-
 }  // namespace ampc

@@ -223,42 +223,41 @@ class Progress {
     return absl::OkStatus();
   }
 
-  // Called after every step (run at learning rate `lr`): the bar redraws each step; lines and CSV
-  // rows every log_every.
-  void Record(int64_t batches_run, int64_t epoch, int64_t batch_size, const StepResult& r,
-              float lr) {
-    if (std::isfinite(r.loss)) {
-      loss_sum_ += r.loss;
+  // Called after every step queued: on a terminal the bar shows the count, with the numbers
+  // of the last read.
+  void Queued(int64_t batches_run, int64_t epoch) {
+    if (tty_) Draw(batches_run, epoch);
+  }
+
+  // Whether a line is due after `queued` more steps.
+  bool LogDue(int64_t queued) const { return window_ + queued >= log_every_; }
+
+  // Called after each read of the steps queued since the previous one: lines and CSV rows every
+  // log_every steps and at the end of an epoch.
+  void Taken(int64_t batches_run, int64_t epoch, int64_t batch_size, const TakenSteps& taken) {
+    for (float loss : taken.losses) {
+      if (!std::isfinite(loss)) continue;
+      loss_sum_ += loss;
       ++losses_;
     }
-    ++window_;
+    window_ += static_cast<int64_t>(taken.losses.size());
+    last_ = taken.last;
     const int64_t done = (batches_run - 1) % per_epoch_ + 1;
-    const bool log = window_ >= log_every_ || done == per_epoch_;
     const auto now = std::chrono::steady_clock::now();
     const double seconds = std::chrono::duration<double>(now - start_).count();
-    const double rate = seconds > 0 ? static_cast<double>(window_ * batch_size) / seconds : 0;
-    const double loss = losses_ > 0 ? loss_sum_ / static_cast<double>(losses_) : NAN;
-    if (tty_) {
-      const int filled = static_cast<int>(30 * done / per_epoch_);
-      std::fprintf(
-          stderr,
-          "\repoch %lld [%s%s] %lld/%lld loss %.4f scale %g skipped %lld %.0f samples/s\033[K",
-          static_cast<long long>(epoch + 1), std::string(filled, '=').c_str(),
-          std::string(30 - filled, ' ').c_str(), static_cast<long long>(done),
-          static_cast<long long>(per_epoch_), loss, r.scale,
-          static_cast<long long>(r.skipped_steps), rate);
-      if (done == per_epoch_) std::fprintf(stderr, "\n");
-    }
-    if (!log) return;
+    rate_ = seconds > 0 ? static_cast<double>(window_ * batch_size) / seconds : 0;
+    if (tty_) Draw(batches_run, epoch);
+    if (window_ < log_every_ && done != per_epoch_) return;
+    const StepResult& r = taken.last;
     if (metrics_.is_open()) {
-      metrics_ << absl::StrFormat("%d,%.6g,%.6g,%.6g,%d,%.9g\n", batches_run, loss, r.scale,
-                                  r.grad_norm, r.skipped_steps, lr)
+      metrics_ << absl::StrFormat("%d,%.6g,%.6g,%.6g,%d,%.9g\n", batches_run, Loss(), r.scale,
+                                  r.grad_norm, r.skipped_steps, r.lr)
                << std::flush;
     }
     if (!tty_) {
       std::fprintf(stderr, "epoch %lld step %lld loss %.4f scale %g skipped %lld samples/s %.0f\n",
-                   static_cast<long long>(epoch + 1), static_cast<long long>(batches_run), loss,
-                   r.scale, static_cast<long long>(r.skipped_steps), rate);
+                   static_cast<long long>(epoch + 1), static_cast<long long>(batches_run), Loss(),
+                   r.scale, static_cast<long long>(r.skipped_steps), rate_);
     }
     window_ = losses_ = 0;
     loss_sum_ = 0;
@@ -266,11 +265,28 @@ class Progress {
   }
 
  private:
+  // The window's mean finite loss (NaN when it has none).
+  double Loss() const { return losses_ > 0 ? loss_sum_ / static_cast<double>(losses_) : NAN; }
+
+  void Draw(int64_t batches_run, int64_t epoch) const {
+    const int64_t done = (batches_run - 1) % per_epoch_ + 1;
+    const int filled = static_cast<int>(30 * done / per_epoch_);
+    std::fprintf(
+        stderr,
+        "\repoch %lld [%s%s] %lld/%lld loss %.4f scale %g skipped %lld %.0f samples/s\033[K",
+        static_cast<long long>(epoch + 1), std::string(filled, '=').c_str(),
+        std::string(30 - filled, ' ').c_str(), static_cast<long long>(done),
+        static_cast<long long>(per_epoch_), Loss(), last_.scale,
+        static_cast<long long>(last_.skipped_steps), rate_);
+    if (done == per_epoch_) std::fprintf(stderr, "\n");
+  }
+
   int64_t per_epoch_, log_every_;
   bool tty_;
   std::ofstream metrics_;
   int64_t window_ = 0, losses_ = 0;
-  double loss_sum_ = 0;
+  double loss_sum_ = 0, rate_ = 0;
+  StepResult last_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
@@ -375,25 +391,37 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
   Progress progress(per_epoch, absl::GetFlag(FLAGS_log_every));
   AMPC_RETURN_IF_ERROR(progress.OpenMetrics(absl::GetFlag(FLAGS_metrics), batches_run > 0));
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  // Steps are queued without waiting; the losses and counters come back in one read when a line
+  // is due, at the end of each epoch, and every max_skips steps (so a run stops within max_skips
+  // steps of reaching the limit).
+  const int64_t read_every =
+      std::max<int64_t>(std::min<int64_t>(absl::GetFlag(FLAGS_log_every), max_skips), 1);
+  session.set_keep_losses(true);
+  const LearningRate rate{base_lr, schedule};
   for (int64_t epoch = batches_run / per_epoch; epoch < absl::GetFlag(FLAGS_epochs); ++epoch) {
     const std::vector<int64_t> order = EpochOrder(data.train.size(), seed, epoch);
+    int64_t queued = 0;
     for (int64_t i = batches_run % per_epoch; i < per_epoch; ++i) {
       const std::span<const int64_t> indices(order.data() + i * batch, batch);
       AMPC_ASSIGN_OR_RETURN(Batch b, MakeBatch(data.train, indices, feeding.sample_shape));
-      // At ampc.step, the optimizer steps applied: a skipped step does not advance the schedule.
-      const float lr = static_cast<float>(ScheduledLearningRate(schedule, base_lr, state.step));
-      absl::StatusOr<StepResult> result =
-          session.Step({{feeding.image_input, b.images}, {feeding.label_input, b.labels}}, lr);
-      if (!result.ok()) {
-        return absl::Status(result.status().code(), absl::StrCat(path, ": step ", batches_run + 1,
-                                                                 ": ", result.status().message()));
+      const NamedTensors inputs = {{feeding.image_input, b.images},
+                                   {feeding.label_input, b.labels}};
+      absl::Status run = session.Run(inputs, rate);
+      if (!run.ok()) {
+        return absl::Status(run.code(),
+                            absl::StrCat(path, ": step ", batches_run + 1, ": ", run.message()));
       }
-      state = *result;
       ++batches_run;
-      progress.Record(batches_run, epoch, batch, state, lr);
+      if (++queued < read_every && !progress.LogDue(queued) && i + 1 < per_epoch) {
+        progress.Queued(batches_run, epoch);
+        continue;
+      }
+      queued = 0;
+      AMPC_ASSIGN_OR_RETURN(const TakenSteps taken, session.TakeSteps());
+      state = taken.last;
+      progress.Taken(batches_run, epoch, batch, taken);
       if (state.consecutive_skips >= max_skips) {
-        return TooManySkips(session, path, batches_run, state,
-                            {{feeding.image_input, b.images}, {feeding.label_input, b.labels}}, lr);
+        return TooManySkips(session, path, batches_run, state, inputs, state.lr);
       }
     }
     AMPC_ASSIGN_OR_RETURN(double accuracy, TestAccuracy(session, data.test, feeding, batch));

@@ -142,7 +142,7 @@ absl::Status TrainingSession::DropStateOutputs(Captured& captured) const {
   for (Tensor& output : captured.outputs) {
     if (!output.empty() && state_buffers.contains(output.buffer().get())) output = Tensor();
   }
-  for (int kept : {loss_output_, applied_output_, norm_output_}) {
+  for (int kept : {loss_output_, applied_output_, norm_output_, lr_output_}) {
     if (kept >= 0 && captured.outputs[kept].empty()) {
       return absl::UnimplementedError(absl::StrCat(
           "the step's output '", algorithm_->output_names()[kept], "' is a view of its state"));

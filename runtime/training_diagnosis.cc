@@ -74,7 +74,9 @@ absl::StatusOr<NonFiniteReport> TrainingSession::FindNonFinite(const NamedTensor
   AMPC_ASSIGN_OR_RETURN(std::unique_ptr<GraphExecutor> executor,
                         GraphExecutor::Create(graph, env, outer_types));
   AMPC_ASSIGN_OR_RETURN(std::vector<Tensor*> outer, OuterValues(*executor, "the algorithm"));
-  AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> feeds, AlgorithmFeeds(inputs, lr));
+  Tensor rate = Tensor::Host(DType::kFloat, {});
+  *rate.data<float>() = lr;
+  AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> feeds, AlgorithmFeeds(inputs, rate));
   AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> values, executor->Run(feeds, outer));
 
   absl::flat_hash_set<std::string> nonfinite;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "passes/ampc_ops.h"
 #include "passes/function_calls.h"
+#include "runtime/learning_rate.h"
 #include "runtime/optimizer_fusion.h"
 #include "runtime/status_macros.h"
 #include "runtime/tensor_proto.h"
@@ -17,6 +18,7 @@ namespace ampc {
 namespace {
 
 constexpr char kLearningRate[] = "ampc.lr";
+constexpr char kStep[] = "ampc.step";
 
 onnx::ValueInfoProto ValueInfoOf(const std::string& name, const Tensor& tensor) {
   onnx::ValueInfoProto value;
@@ -214,12 +216,19 @@ absl::Status TrainingSession::BuildAlgorithm(const onnx::ModelProto& model,
   executed_algorithm_ = algorithm_graph_;
   FuseOptimizers(executed_algorithm_);        // one multi-tensor update, not one node per parameter
   FuseCheckUnscaleClip(executed_algorithm_);  // one pass over the gradients, not two
+  auto step = state_index_.find(kStep);
+  if (step != state_index_.end() && state_[step->second].dtype() == DType::kInt64 &&
+      state_[step->second].size() == 1) {
+    ComputeLearningRate(executed_algorithm_);  // a schedule needs no read-back of ampc.step
+  }
   const onnx::GraphProto& graph = executed_algorithm_;
   AMPC_ASSIGN_OR_RETURN(algorithm_, GraphExecutor::Create(graph, env, outer_types));
   AMPC_ASSIGN_OR_RETURN(algorithm_outer_, OuterValues(*algorithm_, "the algorithm"));
   for (const onnx::ValueInfoProto& input : graph.input()) {
     algorithm_inputs_.push_back(SpecOf(input));
-    if (input.name() != kLearningRate) data_inputs_.push_back(SpecOf(input));
+    if (input.name() != kLearningRate && input.name() != kRateInput) {
+      data_inputs_.push_back(SpecOf(input));
+    }
   }
   absl::flat_hash_map<std::string, int> output_index;
   const std::vector<std::string>& outputs = algorithm_->output_names();
@@ -246,6 +255,8 @@ absl::Status TrainingSession::BuildAlgorithm(const onnx::ModelProto& model,
       applied_output_ = static_cast<int>(i);
     } else if (outputs[i] == "ampc.grad_norm") {
       norm_output_ = static_cast<int>(i);
+    } else if (outputs[i] == kLearningRate) {
+      lr_output_ = static_cast<int>(i);
     } else if (loss_output_ < 0 && !bound.contains(outputs[i])) {
       loss_output_ = static_cast<int>(i);
       loss_name_ = outputs[i];
@@ -288,14 +299,13 @@ absl::StatusOr<Tensor> TrainingSession::Feed(const ValueSpec& spec, const Tensor
 }
 
 absl::StatusOr<std::vector<Tensor>> TrainingSession::AlgorithmFeeds(const NamedTensors& inputs,
-                                                                    float lr) const {
+                                                                    const Tensor& rate) const {
   std::vector<Tensor> feeds;
   for (const ValueSpec& spec : algorithm_inputs_) {
-    if (spec.name == kLearningRate) {
-      Tensor rate = Tensor::Host(DType::kFloat, {});
-      *rate.data<float>() = lr;
-      AMPC_ASSIGN_OR_RETURN(Tensor fed, Feed(spec, rate.Reshaped(Shape(spec.dims.size(), 1))));
-      feeds.push_back(std::move(fed));
+    if (spec.name == kLearningRate || spec.name == kRateInput) {
+      // FindNonFinite's graph, the model's, takes a float where the executed one takes words.
+      feeds.push_back(rate.dtype() == DType::kFloat ? rate.Reshaped(Shape(spec.dims.size(), 1))
+                                                    : rate);
       continue;
     }
     auto it = inputs.find(spec.name);
@@ -309,14 +319,63 @@ absl::StatusOr<std::vector<Tensor>> TrainingSession::AlgorithmFeeds(const NamedT
   return feeds;
 }
 
-absl::Status TrainingSession::Run(const NamedTensors& inputs, float lr) {
-  AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> feeds, AlgorithmFeeds(inputs, lr));
-  if (capture_ && !profiling_) {
-    AMPC_ASSIGN_OR_RETURN(const bool replayed, RunCaptured(feeds));
-    if (replayed) return absl::OkStatus();
+absl::StatusOr<Tensor> TrainingSession::RateFeed(const LearningRate& rate) const {
+  if (lr_output_ >= 0) {  // the LearningRate node evaluates the schedule on the backend
+    Tensor words = Tensor::Host(DType::kDouble, {kRateWords});
+    EncodeLearningRate(rate.schedule, rate.base, words.data<double>());
+    return words;
   }
-  captured_.clear();  // an eager step may move the state out of the graphs' buffers
-  return RunEager(feeds);
+  double lr = rate.base;
+  if (rate.schedule.type != LrSchedule::Type::kConstant) {
+    AMPC_ASSIGN_OR_RETURN(const StepResult now, Counters());
+    lr = ScheduledLearningRate(rate.schedule, rate.base, now.step);
+  }
+  Tensor value = Tensor::Host(DType::kFloat, {});
+  *value.data<float>() = static_cast<float>(lr);
+  return value;
+}
+
+absl::Status TrainingSession::Run(const NamedTensors& inputs, const LearningRate& rate) {
+  AMPC_ASSIGN_OR_RETURN(const Tensor fed_rate, RateFeed(rate));
+  AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> feeds, AlgorithmFeeds(inputs, fed_rate));
+  bool replayed = false;
+  if (capture_ && !profiling_) {
+    AMPC_ASSIGN_OR_RETURN(replayed, RunCaptured(feeds));
+  }
+  if (!replayed) {
+    captured_.clear();  // an eager step may move the state out of the graphs' buffers
+    AMPC_RETURN_IF_ERROR(RunEager(feeds));
+  }
+  if (lr_output_ < 0) last_lr_ = fed_rate;
+  return keep_losses_ ? KeepLoss(replayed) : absl::OkStatus();
+}
+
+absl::Status TrainingSession::Run(const NamedTensors& inputs, float lr) {
+  return Run(inputs, LearningRate{lr, {}});
+}
+
+absl::Status TrainingSession::KeepLoss(bool replayed) {
+  if (!replayed) {  // an eager step's loss is a tensor of its own
+    kept_losses_.push_back(last_loss_);
+    return absl::OkStatus();
+  }
+  AMPC_ASSIGN_OR_RETURN(Tensor copy, backend_.NewTensor(last_loss_.dtype(), last_loss_.shape()));
+  AMPC_RETURN_IF_ERROR(backend_.Copy(last_loss_, copy));  // the next replay overwrites it
+  kept_losses_.push_back(std::move(copy));
+  return absl::OkStatus();
+}
+
+void TrainingSession::set_keep_losses(bool keep) {
+  keep_losses_ = keep;
+  kept_losses_.clear();
+}
+
+absl::StatusOr<TakenSteps> TrainingSession::TakeSteps() {
+  if (last_loss_.empty()) return absl::FailedPreconditionError("no training step has run");
+  TakenSteps taken;
+  AMPC_ASSIGN_OR_RETURN(taken.last, ReadBack(true, kept_losses_, &taken.losses));
+  kept_losses_.clear();
+  return taken;
 }
 
 absl::Status TrainingSession::RunEager(std::span<const Tensor> feeds) {
@@ -339,6 +398,7 @@ void TrainingSession::Advance(std::vector<Tensor>& outputs) {
   last_loss_ = outputs[loss_output_];
   last_applied_ = applied_output_ >= 0 ? outputs[applied_output_] : Tensor();
   last_norm_ = norm_output_ >= 0 ? outputs[norm_output_] : Tensor();
+  last_lr_ = lr_output_ >= 0 ? outputs[lr_output_] : Tensor();
   for (auto& [state, output] : bindings_) {
     spare_[state] = std::exchange(state_[state], std::move(outputs[output]));
   }
@@ -359,19 +419,28 @@ void TrainingSession::set_profiler(NodeProfiler* profiler) {
   profiling_ = profiler != nullptr;
 }
 
-absl::StatusOr<StepResult> TrainingSession::Step(const NamedTensors& inputs, float lr) {
-  AMPC_RETURN_IF_ERROR(Run(inputs, lr));
+absl::StatusOr<StepResult> TrainingSession::Step(const NamedTensors& inputs,
+                                                 const LearningRate& rate) {
+  AMPC_RETURN_IF_ERROR(Run(inputs, rate));
   return LastStep();
+}
+
+absl::StatusOr<StepResult> TrainingSession::Step(const NamedTensors& inputs, float lr) {
+  return Step(inputs, LearningRate{lr, {}});
 }
 
 absl::StatusOr<StepResult> TrainingSession::LastStep() const {
   if (last_loss_.empty()) return absl::FailedPreconditionError("no training step has run");
-  return ReadBack(true);
+  return ReadBack(true, {}, nullptr);
 }
 
-absl::StatusOr<StepResult> TrainingSession::Counters() const { return ReadBack(false); }
+absl::StatusOr<StepResult> TrainingSession::Counters() const {
+  return ReadBack(false, {}, nullptr);
+}
 
-absl::StatusOr<StepResult> TrainingSession::ReadBack(bool with_last_step) const {
+absl::StatusOr<StepResult> TrainingSession::ReadBack(bool with_last_step,
+                                                     std::span<const Tensor> losses,
+                                                     std::vector<float>* loss_values) const {
   using Set = void (*)(StepResult&, double);
   // The counters in the state, where the model has them.
   static constexpr std::pair<const char*, Set> kCounters[] = {
@@ -384,6 +453,7 @@ absl::StatusOr<StepResult> TrainingSession::ReadBack(bool with_last_step) const 
       {"ampc.micro_step", [](StepResult& r, double v) { r.micro_step = static_cast<int64_t>(v); }},
   };
   std::vector<NamedScalar> values;
+  for (const Tensor& loss : losses) values.push_back({&loss, loss_name_});
   std::vector<Set> setters;
   auto add = [&](const Tensor* tensor, std::string name, Set set) {
     values.push_back({tensor, std::move(name)});
@@ -398,14 +468,18 @@ absl::StatusOr<StepResult> TrainingSession::ReadBack(bool with_last_step) const 
       add(&last_norm_, "ampc.grad_norm",
           [](StepResult& r, double v) { r.grad_norm = static_cast<float>(v); });
     }
+    if (!last_lr_.empty()) {
+      add(&last_lr_, kLearningRate, [](StepResult& r, double v) { r.lr = static_cast<float>(v); });
+    }
   }
   for (const auto& [name, set] : kCounters) {
     auto it = state_index_.find(name);
     if (it != state_index_.end()) add(&state_[it->second], name, set);
   }
   AMPC_ASSIGN_OR_RETURN(const std::vector<double> scalars, ScalarValues(backend_, values));
+  for (size_t i = 0; i < losses.size(); ++i) loss_values->push_back(static_cast<float>(scalars[i]));
   StepResult result;
-  for (size_t i = 0; i < scalars.size(); ++i) setters[i](result, scalars[i]);
+  for (size_t i = 0; i < setters.size(); ++i) setters[i](result, scalars[losses.size() + i]);
   return result;
 }
 

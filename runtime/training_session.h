@@ -21,6 +21,7 @@
 #include "runtime/backend.h"
 #include "runtime/graph_executor.h"
 #include "runtime/kernel_registry.h"
+#include "runtime/lr_schedule.h"
 #include "runtime/session.h"
 
 namespace ampc {
@@ -32,6 +33,7 @@ using NamedTensors = std::map<std::string, Tensor>;
 // as 1).
 struct StepResult {
   float loss = 0;       // the algorithm's loss output (unscaled)
+  float lr = 0;         // the learning rate the step ran at
   bool applied = true;  // `ampc.applied` (true when the algorithm has no such output)
   float grad_norm = 0;  // `ampc.grad_norm` (0 when absent or skipped)
   float scale = 1;      // `ampc.scale` after the step
@@ -39,6 +41,19 @@ struct StepResult {
   int64_t skipped_steps = 0;
   int64_t consecutive_skips = 0;
   int64_t micro_step = 0;  // `ampc.micro_step` (--accumulate): micro-batches into the window
+};
+
+// The steps run since the last TakeSteps (TrainingSession::set_keep_losses).
+struct TakenSteps {
+  std::vector<float> losses;  // each step's loss, in order
+  StepResult last;            // the last step's result, as LastStep gives it
+};
+
+// The learning rate of a step: `base` shaped by `schedule` at ampc.step (optimizer steps
+// applied), computed on the backend where the model holds that counter.
+struct LearningRate {
+  double base = 0;
+  LrSchedule schedule;
 };
 
 // Where inf or NaN appear in one training step (TrainingSession::FindNonFinite).
@@ -66,15 +81,25 @@ class TrainingSession {
   const std::vector<ValueSpec>& eval_outputs() const { return eval_outputs_; }
   const std::string& loss_name() const { return loss_name_; }
 
-  // One training step with learning rate `lr`. `inputs` must hold every data input; on error
-  // the state is unchanged. Step = Run + LastStep.
+  // One training step with learning rate `rate` (or the constant `lr`). `inputs` must hold every
+  // data input; on error the state is unchanged. Step = Run + LastStep.
+  absl::StatusOr<StepResult> Step(const NamedTensors& inputs, const LearningRate& rate);
   absl::StatusOr<StepResult> Step(const NamedTensors& inputs, float lr);
   // The step without reading anything back: on a device it only queues work (no wait for the
-  // device, so the host prepares the next batch meanwhile).
+  // device, so the host prepares the next batch meanwhile). A schedule is evaluated on the
+  // backend at the step counter it holds (a model without an int64 `ampc.step` state reads the
+  // counter back first).
+  absl::Status Run(const NamedTensors& inputs, const LearningRate& rate);
   absl::Status Run(const NamedTensors& inputs, float lr);
   // What the last step did (its loss, applied flag, norm) and the counters after it, copied to
   // the host with one wait; FailedPrecondition before any step.
   absl::StatusOr<StepResult> LastStep() const;
+
+  // While on, every step's loss stays on the backend (a copy where the step was a replay) until
+  // TakeSteps copies them to the host, with the last step's result, in one wait: a trainer
+  // reads back only when it logs. Off by default.
+  void set_keep_losses(bool keep);
+  absl::StatusOr<TakenSteps> TakeSteps();
 
   // Runs one step on `inputs` without changing the state, keeping every floating-point value,
   // and says where inf or NaN first appear (for the error after too many skipped steps).
@@ -121,10 +146,18 @@ class TrainingSession {
   absl::StatusOr<std::vector<Tensor*>> OuterValues(const GraphExecutor& executor,
                                                    const std::string& graph_name);
   absl::StatusOr<Tensor> Feed(const ValueSpec& spec, const Tensor& tensor) const;
-  // The counters, and with `with_last_step` the last step's outputs, in one copy to the host.
-  absl::StatusOr<StepResult> ReadBack(bool with_last_step) const;
-  // The algorithm's inputs in order: `inputs` and the learning rate.
-  absl::StatusOr<std::vector<Tensor>> AlgorithmFeeds(const NamedTensors& inputs, float lr) const;
+  // The counters, and with `with_last_step` the last step's outputs, in one copy to the host;
+  // with them the first element of each of `losses`, appended to `loss_values`.
+  absl::StatusOr<StepResult> ReadBack(bool with_last_step, std::span<const Tensor> losses,
+                                      std::vector<float>* loss_values) const;
+  // The algorithm's inputs in order: `inputs` and the learning rate input's `rate` (a host
+  // tensor: a float, or kRateWords doubles where the backend computes the rate).
+  absl::StatusOr<std::vector<Tensor>> AlgorithmFeeds(const NamedTensors& inputs,
+                                                     const Tensor& rate) const;
+  // `rate` as the algorithm's learning-rate input takes it.
+  absl::StatusOr<Tensor> RateFeed(const LearningRate& rate) const;
+  // Keeps the last step's loss for TakeSteps.
+  absl::Status KeepLoss(bool replayed);
   // One captured step (training_capture.cc): the state buffers it reads and writes, and the outputs
   // it keeps (every algorithm output but the bound ones written into the spare state: each replay
   // writes them again).
@@ -171,8 +204,10 @@ class TrainingSession {
   // Per state entry, the buffer it held before the last step: where a step writes the new value
   // (so the state alternates between two buffer sets, which the captured graphs bake in).
   std::vector<Tensor> spare_;
-  int loss_output_ = -1, applied_output_ = -1, norm_output_ = -1;
-  Tensor last_loss_, last_applied_, last_norm_;  // the last step's (empty before one)
+  int loss_output_ = -1, applied_output_ = -1, norm_output_ = -1, lr_output_ = -1;
+  Tensor last_loss_, last_applied_, last_norm_, last_lr_;  // the last step's (empty before one)
+  bool keep_losses_ = false;
+  std::vector<Tensor> kept_losses_;
   std::string loss_name_;
 
   bool capture_ = false, profiling_ = false;

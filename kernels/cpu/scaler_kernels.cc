@@ -1,9 +1,9 @@
 // CPU kernels of the ai.ampc loss-scaling stage and optimizers (docs/training-design.md, "The
 // step"): CheckFinite, UpdateScale, UnscaleClip, SGD, Adam, and the runtime's fused forms of
-// them (CheckUnscaleClip, MultiSGD, MultiAdam). Gradients may be FP32/FP16/BF16/FP64;
-// everything after the unscale is FP32, with PyTorch's single-tensor optimizer arithmetic (its
-// Python-double scalars computed in double and rounded to float, the tensor ops in FP32 in the
-// order torch.optim does them). A skipped optimizer step returns its inputs themselves.
+// them (CheckUnscaleClip, MultiSGD, MultiAdam), and the runtime's LearningRate. Gradients may be
+// FP32/FP16/BF16/FP64; everything after the unscale is FP32, with PyTorch's single-tensor optimizer
+// arithmetic (its Python-double scalars computed in double and rounded to float, the tensor ops in
+// FP32 in the order torch.optim does them). A skipped optimizer step returns its inputs themselves.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -16,6 +16,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/scaler_ops.h"
+#include "runtime/lr_schedule.h"
 #include "runtime/status_macros.h"
 
 namespace ampc {
@@ -320,11 +321,21 @@ absl::Status Adam(KernelContext& context) {
   return absl::OkStatus();
 }
 
+// ---- LearningRate (runtime/learning_rate.h) ----
+
+absl::Status LearningRate(KernelContext& context) {
+  AMPC_RETURN_IF_ERROR(scaler_ops::ExpectRateAndStep(context));
+  return NewScalar(
+      context, 0, DType::kFloat,
+      DecodedLearningRate(context.in(0).data<double>(), context.in(1).data<int64_t>()[0]));
+}
+
 }  // namespace
 
 void RegisterScalerKernels(KernelRegistry& registry) {
-  scaler_ops::Register(registry, "cpu",
-                       {CheckFinite, UpdateScale, UnscaleClip, Sgd, Adam, CheckUnscaleClip});
+  scaler_ops::Register(
+      registry, "cpu",
+      {CheckFinite, UpdateScale, UnscaleClip, Sgd, Adam, CheckUnscaleClip, LearningRate});
 }
 
 }  // namespace ampc

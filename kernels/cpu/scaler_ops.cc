@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/conv_fusion.h"  // kRuntimeDomain
+#include "runtime/lr_schedule.h"
 #include "runtime/status_macros.h"
 
 namespace ampc::scaler_ops {
@@ -157,6 +158,12 @@ absl::Status CheckCheckUnscaleClip(const KernelInfo& info) {
                                 "takes (scale, g_1..g_n) -> (found, u_1..u_n, norm), n >= 1");
 }
 
+// The runtime's LearningRate (runtime/learning_rate.h).
+absl::Status CheckLearningRate(const KernelInfo& info) {
+  AMPC_RETURN_IF_ERROR(ExpectArity(info, 2, 1));
+  return ExpectTypes(info, {DType::kDouble, DType::kInt64});
+}
+
 }  // namespace
 
 absl::Status CheckThenUnscaleClip(KernelContext& context, KernelFunction check_finite,
@@ -184,6 +191,17 @@ void Register(KernelRegistry& registry, const char* backend, const ScalerKernels
   registry.Register(Def(backend, "MultiAdam", CheckMultiAdam, kernels.adam, kRuntimeDomain));
   registry.Register(Def(backend, "CheckUnscaleClip", CheckCheckUnscaleClip,
                         kernels.check_unscale_clip, kRuntimeDomain));
+  registry.Register(
+      Def(backend, "LearningRate", CheckLearningRate, kernels.learning_rate, kRuntimeDomain));
+}
+
+absl::Status ExpectRateAndStep(const KernelContext& context) {
+  if (context.in(0).size() != kRateWords) {
+    return NodeError(context, absl::StrCat("input 0 must hold ", kRateWords,
+                                           " doubles (base rate and schedule), not shape ",
+                                           ShapeString(context.in(0).shape())));
+  }
+  return ExpectScalar(context, 1);
 }
 
 absl::Status ExpectScalar(const KernelContext& context, int i) {

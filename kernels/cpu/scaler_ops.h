@@ -17,11 +17,15 @@ struct ScalerKernels {
   // The runtime's CheckUnscaleClip (runtime/optimizer_fusion.h): (scale, g_1..g_n) -> (found,
   // u_1..u_n, norm).
   KernelFunction check_unscale_clip;
+  // The runtime's LearningRate (runtime/learning_rate.h): (rate words, ampc.step) -> the step's
+  // learning rate (float).
+  KernelFunction learning_rate;
 };
 
 // Registers `kernels` for `backend` in domain ai.ampc, kernels.sgd and kernels.adam also as the
 // runtime's MultiSGD and MultiAdam (runtime/optimizer_fusion.h), which they must handle, and
-// kernels.check_unscale_clip as its CheckUnscaleClip; each node's arity and input types are
+// kernels.check_unscale_clip as its CheckUnscaleClip
+// and kernels.learning_rate as its LearningRate; each node's arity and input types are
 // checked once, when a session is created.
 void Register(KernelRegistry& registry, const char* backend, const ScalerKernels& kernels);
 
@@ -29,6 +33,9 @@ void Register(KernelRegistry& registry, const char* backend, const ScalerKernels
 // the same bits as the two nodes.
 absl::Status CheckThenUnscaleClip(KernelContext& context, KernelFunction check_finite,
                                   KernelFunction unscale_clip);
+
+// LearningRate's inputs hold kRateWords doubles and one step (runtime/lr_schedule.h).
+absl::Status ExpectRateAndStep(const KernelContext& context);
 
 // Input i must hold one element (a scale, a flag, a learning rate, a step).
 absl::Status ExpectScalar(const KernelContext& context, int i);

@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/scaler.h"
 #include "kernels/cuda/scaler_math.h"
+#include "runtime/lr_schedule.h"
 
 namespace ampc::cuda {
 namespace {
@@ -250,6 +251,10 @@ __global__ void UpdateScaleKernel(const float* scale, const int64_t* tracker,
   *hysteresis_left_out = s.hysteresis_left;
 }
 
+__global__ void LearningRateKernel(const double* words, const int64_t* step, float* rate) {
+  *rate = DecodedLearningRate(words, *step);
+}
+
 // ---- SGD ----
 
 template <typename In>
@@ -415,6 +420,14 @@ cudaError_t UpdateScale(const float* d_scale, const int64_t* d_tracker,
   }
   UpdateScaleKernel<<<1, 1, 0, stream>>>(d_scale, d_tracker, d_hysteresis_left, d_found, d_loss_bad,
                                          attrs, d_scale_out, d_tracker_out, d_hysteresis_left_out);
+  return cudaGetLastError();
+}
+
+cudaError_t LearningRate(const double* d_words, const int64_t* d_step, float* d_rate_out,
+                         cudaStream_t stream) {
+  if (d_words == nullptr || d_step == nullptr || d_rate_out == nullptr)
+    return cudaErrorInvalidValue;
+  LearningRateKernel<<<1, 1, 0, stream>>>(d_words, d_step, d_rate_out);
   return cudaGetLastError();
 }
 

@@ -54,6 +54,11 @@ cudaError_t UpdateScale(const float* d_scale, const int64_t* d_tracker,
                         int64_t* d_tracker_out, int64_t* d_hysteresis_left_out,
                         cudaStream_t stream);
 
+// The runtime's LearningRate in one thread: *d_rate_out = DecodedLearningRate(d_words, *d_step)
+// (runtime/lr_schedule.h; d_words holds kRateWords doubles).
+cudaError_t LearningRate(const double* d_words, const int64_t* d_step, float* d_rate_out,
+                         cudaStream_t stream);
+
 // One parameter of a fused SGD step. `buf`/`buf_out` are present exactly when momentum != 0.
 // Outputs may be the inputs (an in-place update).
 struct SgdTensor {

@@ -1,5 +1,5 @@
 // ai.ampc CheckFinite, UpdateScale, UnscaleClip, SGD and Adam, and the runtime's
-// CheckUnscaleClip, MultiSGD and MultiAdam, on the CUDA backend: the
+// CheckUnscaleClip, MultiSGD, MultiAdam and LearningRate, on the CUDA backend: the
 // multi-tensor kernels of kernels/cuda/scaler.h. Names, domain, attributes and creation checks are
 // kernels/cpu/scaler_ops.h's; every flag, scale, learning rate and step is read on the
 // device, so no kernel here waits for the GPU. Where the CPU kernel returns its inputs themselves
@@ -80,6 +80,16 @@ absl::Status UpdateScale(KernelContext& context) {
                                           Device<bool>(context, 4), attrs, scale->data<float>(),
                                           tracker->data<int64_t>(), hysteresis->data<int64_t>(),
                                           cuda::StreamOf(context)));
+}
+
+// ---- LearningRate (runtime/learning_rate.h) ----
+
+absl::Status LearningRate(KernelContext& context) {
+  AMPC_RETURN_IF_ERROR(scaler_ops::ExpectRateAndStep(context));
+  AMPC_ASSIGN_OR_RETURN(Tensor * rate, context.Output(0, {}, DType::kFloat));
+  return cuda::Launched(context,
+                        cuda::LearningRate(Device<double>(context, 0), Device<int64_t>(context, 1),
+                                           rate->data<float>(), cuda::StreamOf(context)));
 }
 
 // ---- UnscaleClip ----
@@ -195,8 +205,9 @@ absl::Status Adam(KernelContext& context) {
 }  // namespace
 
 void RegisterCudaScalerKernels(KernelRegistry& registry) {
-  scaler_ops::Register(registry, "cuda",
-                       {CheckFinite, UpdateScale, UnscaleClip, Sgd, Adam, CheckUnscaleClip});
+  scaler_ops::Register(
+      registry, "cuda",
+      {CheckFinite, UpdateScale, UnscaleClip, Sgd, Adam, CheckUnscaleClip, LearningRate});
 }
 
 }  // namespace ampc

@@ -187,5 +187,29 @@ TEST(CudaScalerParityTest, AdamAndAdamWForEveryConfiguration) {
   }
 }
 
+// ---- LearningRate (runtime/learning_rate.h) ----
+
+// Base rate 0.1 and each schedule (runtime/lr_schedule.h's words) at random applied steps around
+// the warm-up's end and beyond the cosine's: CUDA's cos may differ from glibc's in the last bit
+// of the double, which the float rate almost never shows.
+TEST(CudaScalerParityTest, LearningRateOfEverySchedule) {
+  AMPC_SKIP_WITHOUT_GPU();
+  const std::string schedules[] = {"0.1, 0, 0, 0, 0", "0.1, 1, 100, 0, 0",
+                                   "0.1, 2, 100, 1000, 0.00001", "0.1, 2, 0, 1000, 0"};
+  for (const std::string& words : schedules) {
+    ParityCase parity;
+    parity.model = R"(<ir_version: 8, opset_import: ["" : 17, "ai.ampc.runtime" : 1]>)"
+                   " g (int64 step) => (float rate) <double[5] w = {" +
+                   words + "}> { rate = ai.ampc.runtime.LearningRate(w, step) }";
+    parity.ranges = {{"step", {0, 1200}}};
+    parity.tolerance = 1e-7;
+    for (uint32_t seed = 1; seed <= 8; ++seed) {
+      parity.seed = seed;
+      SCOPED_TRACE(words + ", seed " + std::to_string(seed));
+      ExpectCudaMatchesCpu(parity);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ampc

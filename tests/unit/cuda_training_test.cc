@@ -196,8 +196,10 @@ class OpRecorder final : public NodeProfiler {
 };
 
 // The runtime's rewrites of a compiled step (runtime/optimizer_fusion.h) apply to what ampc
-// --train writes, whose scale is a value of the enclosing graph: one multi-tensor Adam, and the
-// check and unscale as one pass over the gradients. On the CPU, where they run the same kernels.
+// --train writes, whose scale is a value of the enclosing graph: one multi-tensor Adam, the
+// check and unscale as one pass over the gradients, and the learning rate computed first from
+// ampc.step (runtime/learning_rate.h), at the rate given. On the CPU, where they run the same
+// kernels.
 TEST_F(CudaTrainingTest, CompiledStepsRunTheRuntimesFusions) {
   CpuBackend cpu(1);
   auto session =
@@ -212,7 +214,11 @@ TEST_F(CudaTrainingTest, CompiledStepsRunTheRuntimesFusions) {
     batch[spec.name] = Tensor::Host(spec.dtype, shape);
     std::memset(batch[spec.name].raw(), 0, batch[spec.name].bytes());
   }
-  ASSERT_TRUE((*session)->Step(batch, 0.001f).ok());
+  auto result = (*session)->Step(batch, 0.001f);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->lr, 0.001f);
+  ASSERT_FALSE(recorder.ops.empty());
+  EXPECT_EQ(recorder.ops.front(), "LearningRate");
   auto count = [&](const std::string& op) {
     return std::count(recorder.ops.begin(), recorder.ops.end(), op);
   };
