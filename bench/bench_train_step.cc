@@ -14,7 +14,9 @@
 // the host's waits for the device among them (syncs_per_step). Steps are captured and replayed
 // (TrainingSession::set_capture; --no-capture: never): "replayed_steps" counts them, and
 // "capture_off" says why none were where the backend could not; eager_unsynced_ms_per_step is
-// unsynced_ms_per_step with capture off, in the same process.
+// unsynced_ms_per_step with capture off, in the same process. "peak_mib": the most backend memory
+// in use during the timed steps (parameters, optimizer state and the step's values); "held_mib":
+// what the backend holds after them, in use or kept for reuse.
 // --profile runs 10 more steps with each node of the step graph timed (CUDA events on the
 // backend's stream; the host clock on the CPU) and adds "profile": milliseconds per step by op
 // type, every one, largest first, and "profiled_ms", their sum.
@@ -227,6 +229,8 @@ std::string JsonString(const std::string& text) {
   return out + "\"";
 }
 
+double Mib(uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
 absl::Status Bench(const Options& options) {
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(options.model));
   AMPC_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
@@ -241,7 +245,10 @@ absl::Status Bench(const Options& options) {
   float first_loss = 0, last_loss = 0;
   uint64_t copies_before = 0;
   for (int i = 0; i < options.warmup + options.steps; ++i) {
-    if (i == options.warmup) copies_before = HostCopies(*backend);
+    if (i == options.warmup) {
+      copies_before = HostCopies(*backend);
+      backend->ResetPeak();
+    }
     const auto start = std::chrono::steady_clock::now();
     AMPC_ASSIGN_OR_RETURN(StepResult result, session->Step(batch, 1e-3f));
     const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
@@ -253,6 +260,7 @@ absl::Status Bench(const Options& options) {
   }
   const double copies =
       static_cast<double>(HostCopies(*backend) - copies_before) / static_cast<double>(ms.size());
+  const MemoryStats memory = backend->memory_stats();
   double unsynced = 0, syncs = 0, eager_unsynced = 0, eager_syncs = 0;
   AMPC_RETURN_IF_ERROR(QueuedSteps(*session, *backend, batch, options.steps, unsynced, syncs));
   const int64_t replayed = session->replayed_steps();
@@ -272,10 +280,11 @@ absl::Status Bench(const Options& options) {
       "\"%s\", \"applied\": %d, \"skipped\": %d, \"first_loss\": %.6g, \"last_loss\": %.6g, "
       "\"host_copies_per_step\": %.2f, \"unsynced_ms_per_step\": %.4f, \"syncs_per_step\": "
       "%.2f, \"eager_unsynced_ms_per_step\": %.4f, \"eager_syncs_per_step\": %.2f, "
-      "\"replayed_steps\": %d, \"capture_off\": %s%s}\n",
+      "\"replayed_steps\": %d, \"capture_off\": %s, \"peak_mib\": %.1f, \"held_mib\": %.1f%s}\n",
       median, ms.front(), ms.back(), static_cast<int>(n), backend->name(), applied,
       static_cast<int>(n) - applied, first_loss, last_loss, copies, unsynced, syncs, eager_unsynced,
-      eager_syncs, replayed, JsonString(capture_off), profile);
+      eager_syncs, replayed, JsonString(capture_off), Mib(memory.peak_bytes),
+      Mib(memory.live_bytes + memory.cached_bytes), profile);
   return absl::OkStatus();
 }
 

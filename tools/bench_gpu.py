@@ -505,6 +505,8 @@ def measure_torch(spec: dict, dtype: str, args, budget: Budget, device) -> dict:
         return torch_step(model, x, labels, optimizer, dtype, scaler, device.type)
 
     warm_losses = timed_steps(step, args.warmup, cuda, budget)[2]
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
     events, walls, losses = timed_steps(step, args.steps, cuda, budget)
     times = events if cuda else walls
     result = {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
@@ -513,6 +515,9 @@ def measure_torch(spec: dict, dtype: str, args, budget: Budget, device) -> dict:
               "first_loss": (warm_losses or losses)[0].item(), "last_loss": losses[-1].item()}
     if scaler is not None:
         result["scale"] = scaler.get_scale()
+    if cuda:  # allocated tensors at most, and what the caching allocator holds
+        result["peak_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
+        result["held_mib"] = torch.cuda.memory_reserved(device) / 2**20
     return result
 
 
@@ -585,11 +590,19 @@ def ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}" if a and b else "-"
 
 
+def memory(run) -> str:
+    """'peak / held' MiB of a run that measured them, else '-'."""
+    if not ms(run) or "peak_mib" not in run:
+        return "-"
+    return f"{run['peak_mib']:.0f} / {run['held_mib']:.0f}"
+
+
 def model_table_md(name: str, runs: dict) -> list[str]:
     lines = ["| dtype | ampc median ms | torch eager median ms | ampc/torch | AMP speedup over "
              "FP32 (ampc, torch) | host copies per step | applied/skipped | ampc ms per step "
-             "queued, captured / eager | host waits per queued step | replayed steps |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "queued, captured / eager | host waits per queued step | replayed steps | memory "
+             "MiB peak / held (ampc; torch) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     base_a, base_t = ms(runs.get((name, "fp32", "ampc"))), ms(runs.get((name, "fp32", "torch")))
     for dtype in DTYPES:
         a, t = runs.get((name, dtype, "ampc")), runs.get((name, dtype, "torch"))
@@ -606,7 +619,8 @@ def model_table_md(name: str, runs: dict) -> list[str]:
             replayed = str(a["replayed_steps"]) + (f" ({a['capture_off']})" if a["capture_off"]
                                                    else "")
         lines.append(f"| {dtype} | {cell(a)} | {cell(t)} | {ratio(ms(a), ms(t))} | {speedup} | "
-                     f"{copies} | {applied} | {queued} | {waits} | {replayed} |")
+                     f"{copies} | {applied} | {queued} | {waits} | {replayed} | "
+                     f"{memory(a)}; {memory(t)} |")
     return lines
 
 
