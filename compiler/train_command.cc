@@ -247,6 +247,7 @@ class Progress {
     const double seconds = std::chrono::duration<double>(now - start_).count();
     rate_ = seconds > 0 ? static_cast<double>(window_ * batch_size) / seconds : 0;
     if (tty_) Draw(batches_run, epoch);
+    shown_loss_ = Loss();
     if (window_ < log_every_ && done != per_epoch_) return;
     const StepResult& r = taken.last;
     if (metrics_.is_open()) {
@@ -286,6 +287,7 @@ class Progress {
   std::ofstream metrics_;
   int64_t window_ = 0, losses_ = 0;
   double loss_sum_ = 0, rate_ = 0;
+  double shown_loss_ = NAN;  // the bar's: the window's mean at the last read
   StepResult last_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
@@ -392,10 +394,10 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
   AMPC_RETURN_IF_ERROR(progress.OpenMetrics(absl::GetFlag(FLAGS_metrics), batches_run > 0));
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
   // Steps are queued without waiting; the losses and counters come back in one read when a line
-  // is due, at the end of each epoch, and every max_skips steps (so a run stops within max_skips
-  // steps of reaching the limit).
-  const int64_t read_every =
-      std::max<int64_t>(std::min<int64_t>(absl::GetFlag(FLAGS_log_every), max_skips), 1);
+  // is due, at the end of each epoch, after kMaxQueued steps, and on the first step that could
+  // reach the skip limit (the count grows by at most one a step), so a run stops where it would
+  // with a read after every step.
+  constexpr int64_t kMaxQueued = 1024;
   session.set_keep_losses(true);
   const LearningRate rate{base_lr, schedule};
   for (int64_t epoch = batches_run / per_epoch; epoch < absl::GetFlag(FLAGS_epochs); ++epoch) {
@@ -412,14 +414,20 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
                             absl::StrCat(path, ": step ", batches_run + 1, ": ", run.message()));
       }
       ++batches_run;
-      if (++queued < read_every && !progress.LogDue(queued) && i + 1 < per_epoch) {
+      const int64_t until_limit = max_skips - state.consecutive_skips;
+      if (++queued < std::min(until_limit, kMaxQueued) && !progress.LogDue(queued) &&
+          i + 1 < per_epoch) {
         progress.Queued(batches_run, epoch);
         continue;
       }
       queued = 0;
-      AMPC_ASSIGN_OR_RETURN(const TakenSteps taken, session.TakeSteps());
-      state = taken.last;
-      progress.Taken(batches_run, epoch, batch, taken);
+      absl::StatusOr<TakenSteps> taken = session.TakeSteps();
+      if (!taken.ok()) {
+        return absl::Status(taken.status().code(), absl::StrCat(path, ": up to step ", batches_run,
+                                                                ": ", taken.status().message()));
+      }
+      state = taken->last;
+      progress.Taken(batches_run, epoch, batch, *taken);
       if (state.consecutive_skips >= max_skips) {
         return TooManySkips(session, path, batches_run, state, inputs, state.lr);
       }

@@ -303,9 +303,10 @@ absl::StatusOr<std::vector<Tensor>> TrainingSession::AlgorithmFeeds(const NamedT
   std::vector<Tensor> feeds;
   for (const ValueSpec& spec : algorithm_inputs_) {
     if (spec.name == kLearningRate || spec.name == kRateInput) {
-      // FindNonFinite's graph, the model's, takes a float where the executed one takes words.
-      feeds.push_back(rate.dtype() == DType::kFloat ? rate.Reshaped(Shape(spec.dims.size(), 1))
-                                                    : rate);
+      // FindNonFinite's graph, the model's, takes the float scalar where the executed one takes
+      // words; a declared rate of rank 1 (unrewritten) takes it as [1].
+      feeds.push_back(spec.name == kLearningRate ? rate.Reshaped(Shape(spec.dims.size(), 1))
+                                                 : rate);
       continue;
     }
     auto it = inputs.find(spec.name);

@@ -191,7 +191,7 @@ TEST(CudaScalerParityTest, AdamAndAdamWForEveryConfiguration) {
 
 // Base rate 0.1 and each schedule (runtime/lr_schedule.h's words) at random applied steps around
 // the warm-up's end and beyond the cosine's: CUDA's cos may differ from glibc's in the last bit
-// of the double, which the float rate almost never shows.
+// of the double, which the float rate almost never shows; one float ulp is allowed for it.
 TEST(CudaScalerParityTest, LearningRateOfEverySchedule) {
   AMPC_SKIP_WITHOUT_GPU();
   const std::string schedules[] = {"0.1, 0, 0, 0, 0", "0.1, 1, 100, 0, 0",
@@ -202,7 +202,7 @@ TEST(CudaScalerParityTest, LearningRateOfEverySchedule) {
                    " g (int64 step) => (float rate) <double[5] w = {" +
                    words + "}> { rate = ai.ampc.runtime.LearningRate(w, step) }";
     parity.ranges = {{"step", {0, 1200}}};
-    parity.tolerance = 1e-7;
+    parity.tolerance = 1.2e-7;  // at most one float ulp (relative 2^-23)
     for (uint32_t seed = 1; seed <= 8; ++seed) {
       parity.seed = seed;
       SCOPED_TRACE(words + ", seed " + std::to_string(seed));

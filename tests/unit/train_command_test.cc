@@ -274,11 +274,19 @@ TEST_F(TrainCommandTest, TooManySkippedStepsNameTheFirstNonFiniteGradient) {
             "--max-consecutive-skips", "3", "--save", Path("out.onnx")});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("mlp.train.onnx: 3 steps in a row were skipped"));
+  EXPECT_THAT(r.err, HasSubstr("up to batch 3;"));
   EXPECT_THAT(r.err,
               HasSubstr("loss scale is 1e+30; in the last batch inf/NaN first appears in '"));
   EXPECT_THAT(r.err, HasSubstr("/grad/"));
   EXPECT_THAT(r.err, HasSubstr("non-finite gradients: "));
   EXPECT_FALSE(fs::exists(Path("out.onnx")));
+  // Steps are read back in groups (lines every 2 steps here), yet the run stops on the step that
+  // reaches the limit, as with a read after every step.
+  r = Ampc({"train", Path("mlp.train.onnx"), "--data", "synthetic:128", "--batch", "16",
+            "--max-consecutive-skips", "5", "--log-every", "2"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("5 steps in a row were skipped (non-finite gradients or loss) up "
+                               "to batch 5;"));
 }
 
 // --accumulate 3 over 8 batches an epoch: every epoch ends inside a window, so the checkpoint holds
