@@ -144,6 +144,10 @@ AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnSetTensorNdDescriptorEx,
              (cudnnTensorDescriptor_t desc, cudnnTensorFormat_t format, cudnnDataType_t type,
               int dims, const int dim[]),
              (desc, format, type, dims, dim))
+AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnTransformTensor,
+             (cudnnHandle_t handle, const void* alpha, const cudnnTensorDescriptor_t x_desc,
+              const void* x, const void* beta, const cudnnTensorDescriptor_t y_desc, void* y),
+             (handle, alpha, x_desc, x, beta, y_desc, y))
 AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnCreateFilterDescriptor,
              (cudnnFilterDescriptor_t * desc), (desc))
 AMPC_FORWARD(ampc::cuda::Cudnn, cudnnStatus_t, cudnnDestroyFilterDescriptor,

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <memory>
@@ -21,6 +22,27 @@ namespace ampc::cuda {
 namespace {
 
 enum class Direction { kForward, kBackwardData, kBackwardFilter };
+
+// The memory order of X, Y (N, C, spatial... or N, spatial..., C) and W (K, C, spatial... or K,
+// spatial..., C) as cuDNN runs a convolution; tensors outside stay NCHW.
+enum class Layout { kNchw, kNhwc };
+
+cudnnTensorFormat_t FormatOf(Layout layout) {
+  return layout == Layout::kNhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+}
+
+// AMPC_CUDNN_LAYOUT=nchw or nhwc makes every FP16/BF16 convolution run in that layout (nhwc: an
+// error where cuDNN cannot run one so; for tests, and nchw a way around a cuDNN problem in NHWC);
+// otherwise each shape takes the faster, timed once.
+enum class LayoutMode { kTimed, kNchw, kNhwc };
+
+LayoutMode LayoutModeFromEnvironment() {
+  const char* value = std::getenv("AMPC_CUDNN_LAYOUT");
+  if (value == nullptr) return LayoutMode::kTimed;
+  const std::string mode = value;
+  if (mode == "nchw") return LayoutMode::kNchw;
+  return mode == "nhwc" ? LayoutMode::kNhwc : LayoutMode::kTimed;
+}
 
 absl::Status Check(cudnnStatus_t status, const char* what) {
   if (status == CUDNN_STATUS_SUCCESS) return absl::OkStatus();
@@ -49,6 +71,8 @@ struct Choice {
   int algo = 0;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   size_t workspace = 0;
+  Layout layout = Layout::kNchw;
+  float ms = -1;  // cuDNN's time for the algorithm, where it timed them (else -1)
 };
 
 // Per backend: the handle (on the backend's stream), the algorithm chosen per shape and one
@@ -110,7 +134,8 @@ class Descriptors {
     if (conv != nullptr) cudnnDestroyConvolutionDescriptor(conv);
   }
 
-  absl::Status Set(const CudnnConvShape& s, bool strict_fp32) {
+  absl::Status Set(const CudnnConvShape& s, bool strict_fp32, Layout layout) {
+    const cudnnTensorFormat_t format = FormatOf(layout);
     const int dims = s.spatial + 2;
     const cudnnDataType_t type = DataType(s.type);
     AMPC_RETURN_IF_ERROR(Check(cudnnCreateTensorDescriptor(&x), "cudnnCreateTensorDescriptor"));
@@ -118,15 +143,12 @@ class Descriptors {
     AMPC_RETURN_IF_ERROR(Check(cudnnCreateFilterDescriptor(&w), "cudnnCreateFilterDescriptor"));
     AMPC_RETURN_IF_ERROR(
         Check(cudnnCreateConvolutionDescriptor(&conv), "cudnnCreateConvolutionDescriptor"));
-    AMPC_RETURN_IF_ERROR(
-        Check(cudnnSetTensorNdDescriptorEx(x, CUDNN_TENSOR_NCHW, type, dims, s.x.data()),
-              "cudnnSetTensorNdDescriptorEx (x)"));
-    AMPC_RETURN_IF_ERROR(
-        Check(cudnnSetTensorNdDescriptorEx(y, CUDNN_TENSOR_NCHW, type, dims, s.y.data()),
-              "cudnnSetTensorNdDescriptorEx (y)"));
-    AMPC_RETURN_IF_ERROR(
-        Check(cudnnSetFilterNdDescriptor(w, type, CUDNN_TENSOR_NCHW, dims, s.w.data()),
-              "cudnnSetFilterNdDescriptor"));
+    AMPC_RETURN_IF_ERROR(Check(cudnnSetTensorNdDescriptorEx(x, format, type, dims, s.x.data()),
+                               "cudnnSetTensorNdDescriptorEx (x)"));
+    AMPC_RETURN_IF_ERROR(Check(cudnnSetTensorNdDescriptorEx(y, format, type, dims, s.y.data()),
+                               "cudnnSetTensorNdDescriptorEx (y)"));
+    AMPC_RETURN_IF_ERROR(Check(cudnnSetFilterNdDescriptor(w, type, format, dims, s.w.data()),
+                               "cudnnSetFilterNdDescriptor"));
     AMPC_RETURN_IF_ERROR(Check(cudnnSetConvolutionNdDescriptor(
                                    conv, s.spatial, s.pads.data(), s.strides.data(),
                                    s.dilations.data(), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
@@ -158,9 +180,11 @@ class Descriptors {
   cudnnConvolutionDescriptor_t conv = nullptr;
 };
 
-std::vector<int> KeyOf(Direction direction, const CudnnConvShape& s, bool strict_fp32) {
-  std::vector<int> key = {static_cast<int>(direction), static_cast<int>(s.type), strict_fp32,
-                          s.spatial, s.group};
+std::vector<int> KeyOf(Direction direction, const CudnnConvShape& s, bool strict_fp32,
+                       LayoutMode mode) {
+  std::vector<int> key = {
+      static_cast<int>(direction), static_cast<int>(s.type), strict_fp32, s.spatial, s.group,
+      static_cast<int>(mode)};
   for (const std::array<int, 5>* dims : {&s.x, &s.w, &s.y}) {
     key.insert(key.end(), dims->begin(), dims->end());
   }
@@ -188,9 +212,10 @@ bool Acceptable(const Perf& perf, bool strict_fp32, bool deterministic) {
 // deterministic one if cuDNN has any (the backward ALGO_0 and ALGO_3 add with atomics), else the
 // fastest other. Timing picks per process: two processes may choose different algorithms for a
 // shape, and their results may then differ in the last bits.
+// `timed` is set by `get`: whether cuDNN timed the algorithms (cudnnFind*).
 template <typename Perf, typename Get, typename WorkspaceOf>
 absl::StatusOr<Choice> Rank(Descriptors& d, bool strict_fp32, int max_count, Get get,
-                            WorkspaceOf workspace_of) {
+                            WorkspaceOf workspace_of, const bool& timed) {
   std::vector<Perf> perf(static_cast<size_t>(std::max(max_count, 1)));
   int returned = 0;
   AMPC_RETURN_IF_ERROR(
@@ -202,7 +227,7 @@ absl::StatusOr<Choice> Rank(Descriptors& d, bool strict_fp32, int max_count, Get
     for (int i = 0; i < returned; ++i) {
       if (!Acceptable(perf[i], strict_fp32, deterministic)) continue;
       Choice choice{static_cast<int>(perf[i].algo), strict_fp32 ? CUDNN_FMA_MATH : perf[i].mathType,
-                    0};
+                    0, Layout::kNchw, timed ? perf[i].time : -1.0f};
       AMPC_RETURN_IF_ERROR(d.SetMath(choice.math));
       if (workspace_of(perf[i].algo, &choice.workspace) != CUDNN_STATUS_SUCCESS ||
           choice.workspace > kMaxCudnnWorkspace) {
@@ -219,6 +244,7 @@ absl::StatusOr<Choice> Rank(Descriptors& d, bool strict_fp32, int max_count, Get
 absl::StatusOr<Choice> Choose(cudnnHandle_t h, Direction direction, Descriptors& d,
                               bool strict_fp32) {
   int max_count = 0;
+  bool timed = false;
   switch (direction) {
     case Direction::kForward:
       AMPC_RETURN_IF_ERROR(Check(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count),
@@ -228,13 +254,15 @@ absl::StatusOr<Choice> Choose(cudnnHandle_t h, Direction direction, Descriptors&
           [&](int n, int* returned, cudnnConvolutionFwdAlgoPerf_t* perf) {
             const cudnnStatus_t found =
                 cudnnFindConvolutionForwardAlgorithm(h, d.x, d.w, d.conv, d.y, n, returned, perf);
+            timed = found == CUDNN_STATUS_SUCCESS;
             return found == CUDNN_STATUS_SUCCESS ? found
                                                  : cudnnGetConvolutionForwardAlgorithm_v7(
                                                        h, d.x, d.w, d.conv, d.y, n, returned, perf);
           },
           [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
             return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, algo, bytes);
-          });
+          },
+          timed);
     case Direction::kBackwardData:
       AMPC_RETURN_IF_ERROR(Check(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max_count),
                                  "cudnnGetConvolutionBackwardDataAlgorithmMaxCount"));
@@ -243,6 +271,7 @@ absl::StatusOr<Choice> Choose(cudnnHandle_t h, Direction direction, Descriptors&
           [&](int n, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
             const cudnnStatus_t found = cudnnFindConvolutionBackwardDataAlgorithm(
                 h, d.w, d.y, d.conv, d.x, n, returned, perf);
+            timed = found == CUDNN_STATUS_SUCCESS;
             return found == CUDNN_STATUS_SUCCESS ? found
                                                  : cudnnGetConvolutionBackwardDataAlgorithm_v7(
                                                        h, d.w, d.y, d.conv, d.x, n, returned, perf);
@@ -250,7 +279,8 @@ absl::StatusOr<Choice> Choose(cudnnHandle_t h, Direction direction, Descriptors&
           [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
             return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, algo,
                                                                 bytes);
-          });
+          },
+          timed);
     case Direction::kBackwardFilter:
       AMPC_RETURN_IF_ERROR(Check(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max_count),
                                  "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount"));
@@ -259,6 +289,7 @@ absl::StatusOr<Choice> Choose(cudnnHandle_t h, Direction direction, Descriptors&
           [&](int n, int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
             const cudnnStatus_t found = cudnnFindConvolutionBackwardFilterAlgorithm(
                 h, d.x, d.y, d.conv, d.w, n, returned, perf);
+            timed = found == CUDNN_STATUS_SUCCESS;
             return found == CUDNN_STATUS_SUCCESS ? found
                                                  : cudnnGetConvolutionBackwardFilterAlgorithm_v7(
                                                        h, d.x, d.y, d.conv, d.w, n, returned, perf);
@@ -266,9 +297,143 @@ absl::StatusOr<Choice> Choose(cudnnHandle_t h, Direction direction, Descriptors&
           [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
             return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, algo,
                                                                   bytes);
-          });
+          },
+          timed);
   }
   return absl::InternalError("unknown convolution direction");
+}
+
+// One tensor's descriptor, destroyed with this object.
+class TensorDescriptor {
+ public:
+  TensorDescriptor() = default;
+  TensorDescriptor(const TensorDescriptor&) = delete;
+  TensorDescriptor& operator=(const TensorDescriptor&) = delete;
+  ~TensorDescriptor() {
+    if (desc != nullptr) cudnnDestroyTensorDescriptor(desc);
+  }
+  absl::Status Set(ElemType type, int rank, const std::array<int, 5>& dims, Layout layout) {
+    AMPC_RETURN_IF_ERROR(Check(cudnnCreateTensorDescriptor(&desc), "cudnnCreateTensorDescriptor"));
+    return Check(
+        cudnnSetTensorNdDescriptorEx(desc, FormatOf(layout), DataType(type), rank, dims.data()),
+        "cudnnSetTensorNdDescriptorEx (layout)");
+  }
+  cudnnTensorDescriptor_t desc = nullptr;
+};
+
+// Copies a tensor of `dims` (a filter's as K, C, spatial...) from layout `from` to the other.
+absl::Status Transpose(cudnnHandle_t h, const CudnnConvShape& s, const std::array<int, 5>& dims,
+                       Layout from, const void* source, void* target) {
+  const Layout to = from == Layout::kNchw ? Layout::kNhwc : Layout::kNchw;
+  TensorDescriptor a, b;
+  AMPC_RETURN_IF_ERROR(a.Set(s.type, s.spatial + 2, dims, from));
+  AMPC_RETURN_IF_ERROR(b.Set(s.type, s.spatial + 2, dims, to));
+  const float one = 1, zero = 0;
+  return Check(cudnnTransformTensor(h, &one, a.desc, source, &zero, b.desc, target),
+               "cudnnTransformTensor");
+}
+
+size_t BytesOf(const CudnnConvShape& s, const std::array<int, 5>& dims) {
+  size_t count = 1;
+  for (int i = 0; i < s.spatial + 2; ++i) count *= static_cast<size_t>(dims[i]);
+  return (count * ElemSize(s.type) + 255) / 256 * 256;  // each part 256-byte aligned
+}
+
+// An input of a convolution call: its data and dims.
+struct Operand {
+  const void* data;
+  const std::array<int, 5>* dims;
+};
+
+// Runs `conv` (in0, in1, out) in the chosen layout; in NHWC on copies in scratch: the inputs
+// transposed in, the output transposed back.
+template <typename Conv>
+absl::Status InLayout(CudaBackend& backend, cudnnHandle_t h, Layout layout, const CudnnConvShape& s,
+                      std::array<Operand, 2> in, void* out, const std::array<int, 5>& out_dims,
+                      Conv conv) {
+  if (layout == Layout::kNchw) return conv(in[0].data, in[1].data, out);
+  const size_t a = BytesOf(s, *in[0].dims), b = BytesOf(s, *in[1].dims);
+  AMPC_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> scratch,
+                        backend.Allocate(a + b + BytesOf(s, out_dims)));
+  char* base = static_cast<char*>(scratch->data());
+  AMPC_RETURN_IF_ERROR(Transpose(h, s, *in[0].dims, Layout::kNchw, in[0].data, base));
+  AMPC_RETURN_IF_ERROR(Transpose(h, s, *in[1].dims, Layout::kNchw, in[1].data, base + a));
+  AMPC_RETURN_IF_ERROR(conv(base, base + a, base + a + b));
+  // The scratch goes back to the backend's cache on return: the stream orders its next user.
+  return Transpose(h, s, out_dims, Layout::kNhwc, base + a + b, out);
+}
+
+// The time on the GPU of the three transposes an NHWC call adds (every direction transposes X,
+// W and Y once, in one direction or the other), on scratch whose contents do not matter: the
+// least of three timed rounds after an untimed one (which loads the kernels). An error where
+// cuDNN cannot transpose these tensors.
+absl::StatusOr<float> TransposeMs(CudaBackend& backend, cudnnHandle_t h, const CudnnConvShape& s) {
+  const size_t bytes = std::max({BytesOf(s, s.x), BytesOf(s, s.w), BytesOf(s, s.y)});
+  AMPC_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> from, backend.Allocate(bytes));
+  AMPC_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> to, backend.Allocate(bytes));
+  auto round = [&]() -> absl::Status {
+    for (const std::array<int, 5>* dims : {&s.x, &s.w, &s.y}) {
+      AMPC_RETURN_IF_ERROR(Transpose(h, s, *dims, Layout::kNchw, from->data(), to->data()));
+    }
+    return absl::OkStatus();
+  };
+  AMPC_RETURN_IF_ERROR(round());
+  cudaEvent_t begin = nullptr, end = nullptr;
+  absl::Status status;
+  float best = -1;
+  if (cudaEventCreate(&begin) != cudaSuccess || cudaEventCreate(&end) != cudaSuccess) {
+    status = absl::InternalError("cudaEventCreate failed");
+  }
+  for (int i = 0; i < 3 && status.ok(); ++i) {
+    float ms = 0;
+    if (cudaEventRecord(begin, backend.stream()) != cudaSuccess) break;
+    status = round();
+    if (status.ok() && (cudaEventRecord(end, backend.stream()) != cudaSuccess ||
+                        cudaEventSynchronize(end) != cudaSuccess ||
+                        cudaEventElapsedTime(&ms, begin, end) != cudaSuccess)) {
+      break;
+    }
+    if (status.ok()) best = best < 0 ? ms : std::min(best, ms);
+  }
+  if (begin != nullptr) cudaEventDestroy(begin);
+  if (end != nullptr) cudaEventDestroy(end);
+  cudaGetLastError();
+  if (status.ok() && best < 0) status = absl::InternalError("timing cuDNN's transposes failed");
+  if (!status.ok()) return status;
+  return best;
+}
+
+// The algorithm and layout for a shape. FP32 convolutions stay NCHW; FP16 and BF16 ones run NHWC
+// (tensor cores' native order) where cuDNN's fastest NHWC algorithm plus the transposes takes
+// less time than its fastest NCHW one, both timed by cuDNN on the device, or as `mode` forces.
+absl::StatusOr<Choice> ChooseWithLayout(CudaBackend& backend, cudnnHandle_t h, Direction direction,
+                                        const CudnnConvShape& shape, bool strict_fp32,
+                                        LayoutMode mode) {
+  Descriptors nchw;
+  AMPC_RETURN_IF_ERROR(nchw.Set(shape, strict_fp32, Layout::kNchw));
+  AMPC_RETURN_IF_ERROR(nchw.CheckOutput(shape));
+  if (shape.type == ElemType::kFloat || mode == LayoutMode::kNchw) {
+    return Choose(h, direction, nchw, strict_fp32);
+  }
+  Descriptors nhwc;
+  AMPC_RETURN_IF_ERROR(nhwc.Set(shape, strict_fp32, Layout::kNhwc));
+  absl::StatusOr<Choice> in_nhwc = Choose(h, direction, nhwc, strict_fp32);
+  if (in_nhwc.ok()) in_nhwc->layout = Layout::kNhwc;
+  if (mode == LayoutMode::kNhwc) {  // forced: every failure says so
+    if (!in_nhwc.ok()) {
+      return absl::Status(in_nhwc.status().code(),
+                          absl::StrCat("AMPC_CUDNN_LAYOUT=nhwc: ", in_nhwc.status().message()));
+    }
+    AMPC_RETURN_IF_ERROR(TransposeMs(backend, h, shape).status());
+    return in_nhwc;
+  }
+  absl::StatusOr<Choice> in_nchw = Choose(h, direction, nchw, strict_fp32);
+  if (!in_nhwc.ok() || !in_nchw.ok() || in_nhwc->ms < 0 || in_nchw->ms < 0) {
+    return in_nchw.ok() ? in_nchw : in_nhwc;
+  }
+  absl::StatusOr<float> transposes = TransposeMs(backend, h, shape);
+  if (!transposes.ok()) return in_nchw;  // cuDNN cannot transpose these: NCHW
+  return in_nhwc->ms + *transposes < in_nchw->ms ? in_nhwc : in_nchw;
 }
 
 // Everything a call needs: state, descriptors with the chosen math type, the algorithm and its
@@ -284,16 +449,16 @@ absl::Status Prepare(CudaBackend& backend, Direction direction, const CudnnConvS
                      Prepared& p) {
   AMPC_ASSIGN_OR_RETURN(p.state, StateOf(backend));
   const bool strict_fp32 = shape.type == ElemType::kFloat && !backend.allow_tf32();
-  AMPC_RETURN_IF_ERROR(p.d.Set(shape, strict_fp32));
-  const std::vector<int> key = KeyOf(direction, shape, strict_fp32);
+  const LayoutMode mode = LayoutModeFromEnvironment();
+  const std::vector<int> key = KeyOf(direction, shape, strict_fp32, mode);
   auto it = p.state->choices.find(key);
   if (it == p.state->choices.end()) {
-    AMPC_RETURN_IF_ERROR(p.d.CheckOutput(shape));
-    AMPC_ASSIGN_OR_RETURN(const Choice choice,
-                          Choose(p.state->handle, direction, p.d, strict_fp32));
+    AMPC_ASSIGN_OR_RETURN(const Choice choice, ChooseWithLayout(backend, p.state->handle, direction,
+                                                                shape, strict_fp32, mode));
     it = p.state->choices.emplace(key, choice).first;
   }
   p.choice = it->second;
+  AMPC_RETURN_IF_ERROR(p.d.Set(shape, strict_fp32, p.choice.layout));
   AMPC_RETURN_IF_ERROR(p.d.SetMath(p.choice.math));
   AMPC_ASSIGN_OR_RETURN(p.workspace, Workspace(backend, *p.state, p.choice.workspace));
   return absl::OkStatus();
@@ -372,35 +537,47 @@ absl::Status CudnnConvForward(CudaBackend& backend, const CudnnConvShape& shape,
                               const void* w, void* y) {
   Prepared p;
   AMPC_RETURN_IF_ERROR(Prepare(backend, Direction::kForward, shape, p));
-  const float one = 1, zero = 0;
-  return Check(cudnnConvolutionForward(p.state->handle, &one, p.d.x, x, p.d.w, w, p.d.conv,
-                                       static_cast<cudnnConvolutionFwdAlgo_t>(p.choice.algo),
-                                       p.workspace, p.choice.workspace, &zero, p.d.y, y),
-               "cudnnConvolutionForward");
+  auto conv = [&](const void* x, const void* w, void* y) {
+    const float one = 1, zero = 0;
+    return Check(cudnnConvolutionForward(p.state->handle, &one, p.d.x, x, p.d.w, w, p.d.conv,
+                                         static_cast<cudnnConvolutionFwdAlgo_t>(p.choice.algo),
+                                         p.workspace, p.choice.workspace, &zero, p.d.y, y),
+                 "cudnnConvolutionForward");
+  };
+  return InLayout(backend, p.state->handle, p.choice.layout, shape,
+                  {Operand{x, &shape.x}, Operand{w, &shape.w}}, y, shape.y, conv);
 }
 
 absl::Status CudnnConvBackwardData(CudaBackend& backend, const CudnnConvShape& shape, const void* w,
                                    const void* dy, void* dx) {
   Prepared p;
   AMPC_RETURN_IF_ERROR(Prepare(backend, Direction::kBackwardData, shape, p));
-  const float one = 1, zero = 0;
-  return Check(
-      cudnnConvolutionBackwardData(p.state->handle, &one, p.d.w, w, p.d.y, dy, p.d.conv,
-                                   static_cast<cudnnConvolutionBwdDataAlgo_t>(p.choice.algo),
-                                   p.workspace, p.choice.workspace, &zero, p.d.x, dx),
-      "cudnnConvolutionBackwardData");
+  auto conv = [&](const void* w, const void* dy, void* dx) {
+    const float one = 1, zero = 0;
+    return Check(
+        cudnnConvolutionBackwardData(p.state->handle, &one, p.d.w, w, p.d.y, dy, p.d.conv,
+                                     static_cast<cudnnConvolutionBwdDataAlgo_t>(p.choice.algo),
+                                     p.workspace, p.choice.workspace, &zero, p.d.x, dx),
+        "cudnnConvolutionBackwardData");
+  };
+  return InLayout(backend, p.state->handle, p.choice.layout, shape,
+                  {Operand{w, &shape.w}, Operand{dy, &shape.y}}, dx, shape.x, conv);
 }
 
 absl::Status CudnnConvBackwardFilter(CudaBackend& backend, const CudnnConvShape& shape,
                                      const void* x, const void* dy, void* dw) {
   Prepared p;
   AMPC_RETURN_IF_ERROR(Prepare(backend, Direction::kBackwardFilter, shape, p));
-  const float one = 1, zero = 0;
-  return Check(
-      cudnnConvolutionBackwardFilter(p.state->handle, &one, p.d.x, x, p.d.y, dy, p.d.conv,
-                                     static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.choice.algo),
-                                     p.workspace, p.choice.workspace, &zero, p.d.w, dw),
-      "cudnnConvolutionBackwardFilter");
+  auto conv = [&](const void* x, const void* dy, void* dw) {
+    const float one = 1, zero = 0;
+    return Check(
+        cudnnConvolutionBackwardFilter(p.state->handle, &one, p.d.x, x, p.d.y, dy, p.d.conv,
+                                       static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.choice.algo),
+                                       p.workspace, p.choice.workspace, &zero, p.d.w, dw),
+        "cudnnConvolutionBackwardFilter");
+  };
+  return InLayout(backend, p.state->handle, p.choice.layout, shape,
+                  {Operand{x, &shape.x}, Operand{dy, &shape.y}}, dw, shape.w, conv);
 }
 
 }  // namespace ampc::cuda

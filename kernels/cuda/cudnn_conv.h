@@ -1,14 +1,16 @@
 // Convolutions through cuDNN 9's legacy convolution API (cudnnConvolutionForward, BackwardData,
 // BackwardFilter; deprecated in cuDNN 9 but present, and warned about only under
-// CUDNN_WARN_DEPRECATED, which the build does not define). NCHW / NCDHW, the ONNX layout; NHWC,
-// faster on tensor cores, is future work (it needs layout-aware neighbours).
+// CUDNN_WARN_DEPRECATED, which the build does not define). The tensors are NCHW / NCDHW, the ONNX
+// layout. An FP16/BF16 convolution runs NHWC (tensor cores' order) on transposed copies where
+// that is faster, the transposes counted: both layouts are timed once per shape, as the
+// algorithms are. AMPC_CUDNN_LAYOUT=nchw or nhwc forces a layout.
 //
 // Precision: FP16 and BF16 tensors with FP32 compute (CUDNN_DATA_FLOAT), tensor cores allowed;
 // FP32 with CUDNN_FMA_MATH, so never TF32. Algorithms: timed by cuDNN on the
 // device (cudnnFind*Algorithm), the fastest deterministic one within kMaxCudnnWorkspace (the
-// fastest other one only where there is none), chosen once per shape and cached in per-backend
-// state with the cuDNN handle and one workspace buffer that grows to the largest need: no
-// cudaMalloc per step once every shape has run.
+// fastest other one only where there is none), chosen with the layout once per shape and cached in
+// per-backend state with the cuDNN handle and one workspace buffer that grows to the largest need:
+// no cudaMalloc per step once every shape has run.
 #pragma once
 
 #include <array>
