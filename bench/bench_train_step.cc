@@ -3,6 +3,7 @@
 //
 //   ampc-bench-train MODEL --batch N [--device cpu|cuda|auto] [--threads N] [--warmup W]
 //                    [--steps S] [--classes C] [--seed K] [--profile] [--tf32] [--no-capture]
+//                    [--no-memory-plans]
 //
 // Random data of the model's data inputs (floats in [0, 1), integer labels in [0, C)), one
 // batch reused for every step so that data loading is not timed. W untimed steps, then S timed
@@ -16,7 +17,8 @@
 // "capture_off" says why none were where the backend could not; eager_unsynced_ms_per_step is
 // unsynced_ms_per_step with capture off, in the same process. "peak_mib": the most backend memory
 // in use during the timed steps (parameters, optimizer state and the step's values); "held_mib":
-// what the backend holds after them, in use or kept for reuse.
+// what the backend holds after them, in use or kept for reuse (--no-memory-plans: the backend's
+// buffer cache alone, runtime/memory_plan.h).
 // --profile runs 10 more steps with each node of the step graph timed (CUDA events on the
 // backend's stream; the host clock on the CPU) and adds "profile": milliseconds per step by op
 // type, every one, largest first, and "profiled_ms", their sum.
@@ -60,6 +62,7 @@ struct Options {
   bool profile = false;
   bool tf32 = false;
   bool capture = true;
+  bool memory_plans = true;
 };
 
 // Time per op type over the profiled steps (NodeProfiler: runtime/node_profiler.h).
@@ -239,6 +242,7 @@ absl::Status Bench(const Options& options) {
       std::unique_ptr<TrainingSession> session,
       TrainingSession::Create(std::move(loaded.model), DefaultRegistry(), *backend));
   session->set_capture(options.capture);
+  backend->set_memory_plans(options.memory_plans);
   AMPC_ASSIGN_OR_RETURN(NamedTensors batch, RandomBatch(*session, options));
   std::vector<double> ms;
   int applied = 0;
@@ -311,6 +315,8 @@ bool ParseArgs(int argc, char** argv, Options& options) {
       options.profile = true;
     } else if (arg == "--tf32") {
       options.tf32 = true;
+    } else if (arg == "--no-memory-plans") {
+      options.memory_plans = false;
     } else if (arg == "--no-capture") {
       options.capture = false;
     } else if (arg.starts_with("--") || !options.model.empty()) {
@@ -331,7 +337,7 @@ int main(int argc, char** argv) {
   if (!ampc::ParseArgs(argc, argv, options)) {
     std::cerr << "usage: ampc-bench-train MODEL --batch N [--device cpu|cuda|auto] [--threads N] "
                  "[--warmup W] [--steps S] [--classes C] [--seed K] [--profile] [--tf32] "
-                 "[--no-capture]\n";
+                 "[--no-capture] [--no-memory-plans]\n";
     return 2;
   }
   if (absl::Status status = ampc::Bench(options); !status.ok()) {

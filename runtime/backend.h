@@ -18,7 +18,8 @@ struct MemoryStats {
   uint64_t peak_bytes = 0;    // highest live_bytes since the last ResetPeak()
   uint64_t cached_bytes = 0;  // freed buffers kept for reuse
   uint64_t allocations = 0;   // requests served
-  uint64_t reuses = 0;        // requests served from the cache
+  uint64_t reuses = 0;        // requests served from the cache (or the arena)
+  uint64_t planned = 0;       // requests served from the arena of a memory plan
 };
 
 // Work a backend recorded once (Backend::BeginCapture ... EndCapture) and replays whole: the same
@@ -69,6 +70,15 @@ class Backend {
   virtual absl::StatusOr<std::unique_ptr<CapturedWork>> EndCapture();
   // Ends a capture that failed; a no-op when none is in progress.
   virtual void AbortCapture() {}
+
+  // A graph run starts or ends (GraphExecutor::Run; runs inside a run are part of it): backends
+  // with memory plans (runtime/memory_plan.h) serve its buffers from an arena. `key` names the
+  // graph and its input shapes. Runs on one backend do not overlap in time (one thread at a
+  // time runs graphs on it; kernels may still use many).
+  virtual void BeginRun(uint64_t key) {}
+  virtual void EndRun() {}
+  // Memory plans for runs from now on, where the backend has them (on by default).
+  virtual void set_memory_plans(bool on) {}
 
   virtual MemoryStats memory_stats() const = 0;
   virtual void ResetPeak() = 0;

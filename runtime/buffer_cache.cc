@@ -12,18 +12,30 @@ size_t BufferCache::Capacity(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
-void* BufferCache::Take(size_t capacity) {
+void* BufferCache::Take(size_t capacity, bool planned) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.allocations;
   stats_.live_bytes += capacity;
   stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.live_bytes);
+  if (void* place = planned ? planner_.Take(capacity) : nullptr; place != nullptr) {
+    stats_.cached_bytes -= capacity;  // the arena's free part counts as cached
+    ++stats_.reuses;
+    ++stats_.planned;
+    return place;
+  }
   auto it = cache_.find(capacity);
   if (it == cache_.end()) return nullptr;
   void* data = it->second;
   cache_.erase(it);
   stats_.cached_bytes -= capacity;
   ++stats_.reuses;
+  planner_.Served(data);
   return data;
+}
+
+void BufferCache::Allocated(void* data) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  planner_.Served(data);
 }
 
 void BufferCache::Refused(size_t capacity) {
@@ -35,7 +47,47 @@ void BufferCache::Put(void* data, size_t capacity) {
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.live_bytes -= capacity;
   stats_.cached_bytes += capacity;
+  if (planner_.Release(data)) return;
   cache_.emplace(capacity, data);
+}
+
+void BufferCache::BeginRun(uint64_t key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!planning_ && runs_open_ == 0) return;
+  ++runs_open_;
+  planner_.BeginRun(key);
+}
+
+void BufferCache::EndRun() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (runs_open_ == 0) return;
+  --runs_open_;
+  planner_.EndRun();
+}
+
+void BufferCache::set_planning(bool on) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  planning_ = on;
+}
+
+size_t BufferCache::ArenaWanted(uint64_t key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!planning_ || runs_open_ > 0 || !planner_.arena_free()) return 0;
+  const size_t needed = planner_.needed_bytes(key);
+  return needed > planner_.arena_bytes() ? needed : 0;
+}
+
+bool BufferCache::InArena(const void* data) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return planner_.InArena(data);
+}
+
+void* BufferCache::SetArena(void* base, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.cached_bytes -= planner_.arena_bytes();
+  void* old = planner_.SetArena(base, bytes);
+  stats_.cached_bytes += planner_.arena_bytes();
+  return old;
 }
 
 bool BufferCache::Reserve(void* data, size_t capacity) {
@@ -53,9 +105,11 @@ bool BufferCache::Reserve(void* data, size_t capacity) {
 std::vector<void*> BufferCache::Drain() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<void*> buffers;
-  for (const auto& [capacity, data] : cache_) buffers.push_back(data);
+  for (const auto& [capacity, data] : cache_) {
+    buffers.push_back(data);
+    stats_.cached_bytes -= capacity;  // what stays counted is the arena's free part
+  }
   cache_.clear();
-  stats_.cached_bytes = 0;
   return buffers;
 }
 

@@ -16,16 +16,34 @@ CpuBackend::CpuBackend(int threads) : pool_(threads) {}
 
 CpuBackend::~CpuBackend() {
   for (void* data : cache_.Drain()) ::operator delete[](data, kAlignment);
+  if (void* arena = cache_.SetArena(nullptr, 0)) ::operator delete[](arena, kAlignment);
+}
+
+void CpuBackend::BeginRun(uint64_t key) {
+  if (const size_t bytes = cache_.ArenaWanted(key); bytes > 0 && bytes < arena_refused_) {
+    // The old arena and the cached buffers the new one replaces go first.
+    if (void* old = cache_.SetArena(nullptr, 0)) ::operator delete[](old, kAlignment);
+    for (void* data : cache_.Drain()) ::operator delete[](data, kAlignment);
+    if (void* arena = ::operator new[](bytes, kAlignment, std::nothrow)) {
+      cache_.SetArena(arena, bytes);
+    } else {
+      arena_refused_ = bytes;  // not asked for again
+    }
+  }
+  cache_.BeginRun(key);
 }
 
 absl::StatusOr<std::shared_ptr<Buffer>> CpuBackend::Allocate(size_t bytes) {
   const size_t capacity = BufferCache::Capacity(bytes);
   void* data = cache_.Take(capacity);
-  if (data == nullptr) data = ::operator new[](capacity, kAlignment, std::nothrow);
   if (data == nullptr) {
-    cache_.Refused(capacity);
-    return absl::ResourceExhaustedError(
-        absl::StrCat("out of host memory allocating ", bytes, " bytes"));
+    data = ::operator new[](capacity, kAlignment, std::nothrow);
+    if (data == nullptr) {
+      cache_.Refused(capacity);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("out of host memory allocating ", bytes, " bytes"));
+    }
+    cache_.Allocated(data);
   }
   return std::make_shared<Buffer>(data, capacity, this);
 }

@@ -1,7 +1,9 @@
 // The CPU backend: host memory with a cache of freed buffers (so a step reuses the buffers the
-// previous values no longer need), and the thread pool CPU kernels parallelise over.
+// previous values no longer need) and memory plans (a run's buffers in one arena), and the thread
+// pool CPU kernels parallelise over.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -22,10 +24,13 @@ class CpuBackend final : public Backend {
   absl::Status CopyFromHost(const void* host, Tensor& tensor) override;
   absl::Status CopyToHost(const Tensor& tensor, void* host) override;
   absl::Status Synchronize() override { return absl::OkStatus(); }
+  void BeginRun(uint64_t key) override;
+  void EndRun() override { cache_.EndRun(); }
   MemoryStats memory_stats() const override;
   void ResetPeak() override;
 
   ThreadPool& pool() { return pool_; }
+  void set_memory_plans(bool on) override { cache_.set_planning(on); }
 
  protected:
   void Release(void* data, size_t bytes) override;
@@ -34,6 +39,7 @@ class CpuBackend final : public Backend {
   const std::string name_ = "cpu";
   ThreadPool pool_;
   BufferCache cache_;
+  size_t arena_refused_ = SIZE_MAX;  // the smallest arena allocation that failed
 };
 
 // The CPU backend of a kernel's tensors (kernels registered for "cpu" only ever see this one).

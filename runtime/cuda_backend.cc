@@ -35,6 +35,7 @@ CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
   shared_.clear();
   for (void* data : cache_.Drain()) cudaFree(data);
+  if (void* arena = cache_.SetArena(nullptr, 0)) cudaFree(arena);
   if (pinned_ != nullptr) cudaFreeHost(pinned_);
   for (Staging& slot : staging_) {
     if (slot.data != nullptr) cudaFreeHost(slot.data);
@@ -45,14 +46,18 @@ CudaBackend::~CudaBackend() {
 
 absl::StatusOr<std::shared_ptr<Buffer>> CudaBackend::Allocate(size_t bytes) {
   const size_t capacity = BufferCache::Capacity(bytes);
-  void* data = cache_.Take(capacity);
-  if (data == nullptr && cudaMalloc(&data, capacity) != cudaSuccess) {
-    cudaGetLastError();
-    cache_.Refused(capacity);
-    const MemoryStats stats = cache_.stats();
-    return absl::ResourceExhaustedError(absl::StrCat("out of GPU memory allocating ", bytes,
-                                                     " bytes (", stats.live_bytes,
-                                                     " bytes live on the device)"));
+  // A capture keeps its own memory (the pool), never a plan's arena.
+  void* data = cache_.Take(capacity, /*planned=*/!capturing_);
+  if (data == nullptr) {
+    if (cudaMalloc(&data, capacity) != cudaSuccess) {
+      cudaGetLastError();
+      cache_.Refused(capacity);
+      const MemoryStats stats = cache_.stats();
+      return absl::ResourceExhaustedError(absl::StrCat("out of GPU memory allocating ", bytes,
+                                                       " bytes (", stats.live_bytes,
+                                                       " bytes live on the device)"));
+    }
+    cache_.Allocated(data);
   }
   if (capturing_) captured_buffers_.emplace_back(data, capacity);
   return std::make_shared<Buffer>(data, capacity, this);
@@ -146,9 +151,8 @@ absl::Status CudaBackend::CopyAllToHost(std::span<const Tensor* const> tensors,
 
 absl::Status CudaBackend::Copy(const Tensor& from, Tensor& to) {
   if (from.bytes() != to.bytes()) return Backend::Copy(from, to);  // the error
-  return Check(
-      cudaMemcpyAsync(to.raw(), from.raw(), from.bytes(), cudaMemcpyDefault, stream_),
-      "copying on the GPU");
+  return Check(cudaMemcpyAsync(to.raw(), from.raw(), from.bytes(), cudaMemcpyDefault, stream_),
+               "copying on the GPU");
 }
 
 absl::Status CudaBackend::Synchronize() {
@@ -238,7 +242,42 @@ void CudaBackend::SettlePool(const std::vector<std::pair<void*, size_t>>& added)
   }
 }
 
+void CudaBackend::BeginRun(uint64_t key) {
+  if (capturing_ || unplanned_runs_ > 0) {  // a captured run, or one inside it
+    ++unplanned_runs_;
+    return;
+  }
+  if (const size_t bytes = cache_.ArenaWanted(key); bytes > 0 && bytes < arena_refused_) {
+    // Once per larger plan, in warm-up: the old arena and the cached buffers the new one replaces
+    // (kept since the runs before the plan) go first, once queued work no longer uses them.
+    ++synchronisations_;
+    cudaStreamSynchronize(stream_);
+    if (void* old = cache_.SetArena(nullptr, 0)) cudaFree(old);
+    for (void* data : cache_.Drain()) cudaFree(data);
+    void* arena = nullptr;
+    if (cudaMalloc(&arena, bytes) == cudaSuccess) {
+      cache_.SetArena(arena, bytes);
+    } else {
+      arena_refused_ = bytes;  // not asked for again
+    }
+    cudaGetLastError();
+  }
+  cache_.BeginRun(key);
+}
+
+void CudaBackend::EndRun() {
+  if (unplanned_runs_ > 0) {
+    --unplanned_runs_;
+    return;
+  }
+  cache_.EndRun();
+}
+
 void CudaBackend::Release(void* data, size_t bytes) {
+  if (cache_.InArena(data)) {  // a plan's: never a capture's
+    cache_.Put(data, bytes);
+    return;
+  }
   if (capturing_) captured_buffers_.emplace_back(data, bytes);  // the graph may use it
   // A pool buffer a value let go of stays reserved to the captures (they use it), except while
   // capturing, when the capture in progress may take it again.

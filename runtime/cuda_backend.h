@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <set>
@@ -46,6 +47,9 @@ class CudaBackend final : public Backend {
   absl::Status BeginCapture() override;
   absl::StatusOr<std::unique_ptr<CapturedWork>> EndCapture() override;
   void AbortCapture() override;
+  void BeginRun(uint64_t key) override;
+  void EndRun() override;
+  void set_memory_plans(bool on) override { cache_.set_planning(on); }
   MemoryStats memory_stats() const override { return cache_.stats(); }
   void ResetPeak() override { cache_.ResetPeak(); }
 
@@ -107,7 +111,9 @@ class CudaBackend final : public Backend {
   std::set<void*> pool_held_;
   std::vector<void*> capture_host_;
   int live_captures_ = 0;
-  char* pinned_ = nullptr;  // CopyAllToHost's staging buffer (cudaMallocHost)
+  int unplanned_runs_ = 0;  // BeginRun calls not passed on (while capturing) and not yet ended
+  size_t arena_refused_ = SIZE_MAX;  // the smallest arena allocation that failed
+  char* pinned_ = nullptr;           // CopyAllToHost's staging buffer (cudaMallocHost)
   size_t pinned_bytes_ = 0;
   // CopyFromHost's pinned staging buffers, used in turn; `copied` marks when the device has read
   // one (recorded after its copy), before it is written again.

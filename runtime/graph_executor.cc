@@ -5,7 +5,9 @@
 #include <new>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/tensor_proto.h"
@@ -114,6 +116,7 @@ absl::Status GraphExecutor::Build(const onnx::GraphProto& graph, const ExecutorE
   TypeMap types = outer;
   CollectTypes(graph, types);
   device_ = env.backend.name() != "cpu";
+  backend_ = &env.backend;
   for (const onnx::TensorProto& init : graph.initializer()) {
     absl::StatusOr<Tensor> host = TensorFromProto(init);
     if (!host.ok()) return host.status();
@@ -354,6 +357,27 @@ absl::Status GraphExecutor::StoreOutputs(const Step& step, std::vector<Tensor>& 
 }
 
 absl::StatusOr<std::vector<Tensor>> GraphExecutor::Run(
+    std::span<const Tensor> inputs, std::span<Tensor* const> outer,
+    std::span<Tensor* const> destinations) const {
+  backend_->BeginRun(RunKey(inputs, outer));
+  absl::Cleanup end = [this] { backend_->EndRun(); };  // after RunSteps's values are gone
+  return RunSteps(inputs, outer, destinations);
+}
+
+uint64_t GraphExecutor::RunKey(std::span<const Tensor> inputs,
+                               std::span<Tensor* const> outer) const {
+  std::vector<int64_t> key = {reinterpret_cast<intptr_t>(this)};
+  auto add = [&](const Tensor& t) {
+    key.push_back(t.empty() ? -1 : static_cast<int64_t>(t.dtype()));
+    key.push_back(static_cast<int64_t>(t.shape().size()));
+    key.insert(key.end(), t.shape().begin(), t.shape().end());
+  };
+  for (const Tensor& input : inputs) add(input);
+  for (const Tensor* value : outer) add(*value);
+  return absl::HashOf(key);
+}
+
+absl::StatusOr<std::vector<Tensor>> GraphExecutor::RunSteps(
     std::span<const Tensor> inputs, std::span<Tensor* const> outer,
     std::span<Tensor* const> destinations) const {
   // The destination of each slot, from the graph outputs that have one.

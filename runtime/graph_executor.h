@@ -77,7 +77,15 @@ class GraphExecutor {
   static absl::Status StoreOutputs(const Step& step, std::vector<Tensor>& outputs,
                                    std::vector<Tensor>& values);
 
+  // Run's work, between the backend's BeginRun and EndRun (its values are gone by EndRun).
+  absl::StatusOr<std::vector<Tensor>> RunSteps(std::span<const Tensor> inputs,
+                                               std::span<Tensor* const> outer,
+                                               std::span<Tensor* const> destinations) const;
+  // Names the graph and the shapes it runs with, for the backend's memory plans.
+  uint64_t RunKey(std::span<const Tensor> inputs, std::span<Tensor* const> outer) const;
+
   NodeProfiler* profiler_ = nullptr;
+  Backend* backend_ = nullptr;
   std::vector<std::string> input_names_;
   std::vector<DType> input_types_;
   std::vector<int> input_slots_;
