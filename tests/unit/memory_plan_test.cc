@@ -65,7 +65,7 @@ TEST(MemoryPlanTest, TheSecondRunIsRecordedAndTheThirdServedFromTheArena) {
   alignas(256) static char arena[1 << 16];
   RunChain(planner, requests);  // warm-up: nothing recorded
   EXPECT_EQ(planner.needed_bytes(7), 0u);
-  RunChain(planner, requests);               // recorded
+  RunChain(planner, requests);                // recorded
   EXPECT_EQ(planner.needed_bytes(7), 3072u);  // a and b together; c is an output, not planned
   planner.SetArena(arena, sizeof(arena));
   const std::vector<char*> got = RunChain(planner, requests);
@@ -106,13 +106,20 @@ TEST(MemoryPlanTest, APlaceStillHeldIsNotGivenOutAgain) {
   EXPECT_TRUE(y2 < arena || y2 >= arena + sizeof(arena));
 }
 
-TEST(MemoryPlanTest, ARequestOfAnotherSizeEndsThePlanForTheRun) {
+// The chain run twice (a warm-up, then recorded) and an arena in place.
+class PlannedChainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RunChain(planner, requests);
+    RunChain(planner, requests);
+    planner.SetArena(arena, sizeof(arena));
+  }
   MemoryPlanner planner;
-  Requests requests(planner);
-  alignas(256) static char arena[1 << 16];
-  RunChain(planner, requests);
-  RunChain(planner, requests);
-  planner.SetArena(arena, sizeof(arena));
+  Requests requests{planner};
+  alignas(256) char arena[1 << 16];
+};
+
+TEST_F(PlannedChainTest, ARequestOfAnotherSizeEndsThePlanForTheRun) {
   planner.BeginRun(7);
   char* a = requests.Take(1024);
   char* odd = requests.Take(512);  // the recording had 2048 here
@@ -128,13 +135,7 @@ TEST(MemoryPlanTest, ARequestOfAnotherSizeEndsThePlanForTheRun) {
 }
 
 // Requests that changed for good (two replays in a row leave the plan) are recorded again.
-TEST(MemoryPlanTest, APlaceLeftTwiceInARowIsRecordedAgain) {
-  MemoryPlanner planner;
-  Requests requests(planner);
-  alignas(256) static char arena[1 << 16];
-  RunChain(planner, requests);
-  RunChain(planner, requests);
-  planner.SetArena(arena, sizeof(arena));
+TEST_F(PlannedChainTest, APlaceLeftTwiceInARowIsRecordedAgain) {
   auto run = [&] {  // one request of 8 KiB, freed within the run
     planner.BeginRun(7);
     char* p = requests.Take(8192);
@@ -152,13 +153,7 @@ TEST(MemoryPlanTest, APlaceLeftTwiceInARowIsRecordedAgain) {
   EXPECT_EQ(run(), arena);
 }
 
-TEST(MemoryPlanTest, AnArenaBufferHeldPastItsRunKeepsTheNextRunOffTheArena) {
-  MemoryPlanner planner;
-  Requests requests(planner);
-  alignas(256) static char arena[1 << 16];
-  RunChain(planner, requests);
-  RunChain(planner, requests);
-  planner.SetArena(arena, sizeof(arena));
+TEST_F(PlannedChainTest, AnArenaBufferHeldPastItsRunKeepsTheNextRunOffTheArena) {
   planner.BeginRun(7);
   char* a = requests.Take(1024);  // kept by the caller beyond the run
   char* b = requests.Take(2048);
