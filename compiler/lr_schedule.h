@@ -1,7 +1,8 @@
 // Learning-rate schedules of `ampc train` (docs/training.md, "LR schedules"): set by
 // --train-config's "schedule", recorded in the compiled model as metadata ampc.lr_schedule, and
-// evaluated by the trainer at ampc.step (optimizer steps applied), so a skipped step does not
-// advance them.
+// evaluated at ampc.step (optimizer steps applied; a skipped step does not advance them) by the
+// runtime's LearningRate node on the backend (runtime/lr_schedule.h has the formula). This file
+// reads and writes them as JSON.
 #pragma once
 
 #include <string>

@@ -246,8 +246,9 @@ class Progress {
     const auto now = std::chrono::steady_clock::now();
     const double seconds = std::chrono::duration<double>(now - start_).count();
     rate_ = seconds > 0 ? static_cast<double>(window_ * batch_size) / seconds : 0;
-    if (tty_) Draw(batches_run, epoch);
     shown_loss_ = Loss();
+    read_ = true;
+    if (tty_) Draw(batches_run, epoch);
     if (window_ < log_every_ && done != per_epoch_) return;
     const StepResult& r = taken.last;
     if (metrics_.is_open()) {
@@ -272,13 +273,14 @@ class Progress {
   void Draw(int64_t batches_run, int64_t epoch) const {
     const int64_t done = (batches_run - 1) % per_epoch_ + 1;
     const int filled = static_cast<int>(30 * done / per_epoch_);
-    std::fprintf(
-        stderr,
-        "\repoch %lld [%s%s] %lld/%lld loss %.4f scale %g skipped %lld %.0f samples/s\033[K",
-        static_cast<long long>(epoch + 1), std::string(filled, '=').c_str(),
-        std::string(30 - filled, ' ').c_str(), static_cast<long long>(done),
-        static_cast<long long>(per_epoch_), Loss(), last_.scale,
-        static_cast<long long>(last_.skipped_steps), rate_);
+    std::fprintf(stderr, "\repoch %lld [%s%s] %lld/%lld", static_cast<long long>(epoch + 1),
+                 std::string(filled, '=').c_str(), std::string(30 - filled, ' ').c_str(),
+                 static_cast<long long>(done), static_cast<long long>(per_epoch_));
+    if (read_) {  // before the first read there are no numbers yet
+      std::fprintf(stderr, " loss %.4f scale %g skipped %lld %.0f samples/s", shown_loss_,
+                   last_.scale, static_cast<long long>(last_.skipped_steps), rate_);
+    }
+    std::fprintf(stderr, "\033[K");
     if (done == per_epoch_) std::fprintf(stderr, "\n");
   }
 
@@ -288,6 +290,7 @@ class Progress {
   int64_t window_ = 0, losses_ = 0;
   double loss_sum_ = 0, rate_ = 0;
   double shown_loss_ = NAN;  // the bar's: the window's mean at the last read
+  bool read_ = false;        // whether any step has been read back
   StepResult last_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };

@@ -9,15 +9,16 @@
 //   continues from there up to --epochs epochs in all (each epoch is the training set in the
 //   seeded order of EpochOrder, cut into full batches; the last partial batch is dropped). So a
 //   checkpoint given as MODEL, or found at --save with --resume, continues bit-identically.
-// - Learning rate: the model's schedule (metadata ampc.lr_schedule, compiler/lr_schedule.h;
-//   constant without it) evaluated at ampc.step (applied steps), so a skipped step does not
-//   advance it, from the base rate --lr, or when --lr is left at its default (0.01) the model's
-//   metadata ampc.lr (the --lr given to ampc --train).
+// - Learning rate: the model's schedule (metadata ampc.lr_schedule, read by
+//   compiler/lr_schedule.h; constant without it), evaluated on the backend at ampc.step (applied
+//   steps; runtime/lr_schedule.h), so a skipped step does not advance it, from the base rate --lr,
+//   or when --lr is left at its default (0.01) the model's metadata ampc.lr (the --lr given to ampc
+//   --train).
 // - Output: a progress bar on stderr when it is a terminal, plain lines every --log-every
 //   batches otherwise; the metrics CSV (step,loss,scale,grad_norm,skipped,lr per logged step,
-//   step counting batches run, loss the mean over the logged window, lr that of the logged step); at each epoch end the test
-//   accuracy (argmax of the `logits` output of the inference graph, else its first output) on
-//   stdout, and the model saved to --save (atomically) when given.
+//   step counting batches run, loss the mean over the logged window, lr that of the logged step);
+//   at each epoch end the test accuracy (argmax of the `logits` output of the inference graph, else
+//   its first output) on stdout, and the model saved to --save (atomically) when given.
 #pragma once
 
 #include <string>

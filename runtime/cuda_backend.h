@@ -1,6 +1,7 @@
-// The CUDA backend: device memory with a cache of freed buffers (after the first step a step
-// allocates nothing from the driver), one stream every kernel and copy of the backend is queued
-// on, so a buffer freed on the host may be reused at once: stream order serialises its users.
+// The CUDA backend: device memory with a cache of freed buffers and memory plans (a graph run's
+// buffers in one arena, runtime/memory_plan.h; after warm-up a step allocates nothing from the
+// driver), one stream every kernel and copy of the backend is queued on, so a buffer freed on
+// the host may be reused at once: stream order serialises its users.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,9 +1,11 @@
 // A compiled training model ready to train (docs/training-design.md, "The compiled file"): the
 // initialization graph runs once at creation; the state (every `graph` initializer and every
 // initialization output) lives on the backend as tensors by name; each Step runs the algorithm
-// graph with the data inputs, `ampc.lr` and the state, then applies update_binding by moving the
-// new tensors into the state (no copies). Evaluate runs the inference `graph` with the current
-// parameters; Checkpoint gives a model that resumes exactly where this one stands.
+// graph with the data inputs, the learning rate (as `ampc.lr.schedule` for a first LearningRate
+// node where the state counts `ampc.step`, runtime/learning_rate.h; else as `ampc.lr`) and the
+// state, then applies update_binding by moving the new tensors into the state (no copies). Evaluate
+// runs the inference `graph` with the current parameters; Checkpoint gives a model that resumes
+// exactly where this one stands.
 #pragma once
 
 #include <onnx/onnx_pb.h>

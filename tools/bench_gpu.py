@@ -53,8 +53,8 @@ torch's event time does not (its wall_median_ms in gpu.jsonl does, plus the laun
 
 Every run is independent: an error (a model ampc cannot compile, an op without a CUDA kernel)
 is recorded as its one-line message and the next run starts. An ampc-bench-train run that fails
-(a crash included) is run once more with --no-capture and AMPC_CUDNN_LAYOUT=nchw, the newest GPU
-paths off: its numbers are marked "(fallback)" and a note under the table gives the first error.
+(a crash included) is run once more with --no-capture, --no-memory-plans and
+AMPC_CUDNN_LAYOUT=nchw, the newest GPU paths off (the device-side learning rate stays): its numbers are marked "(fallback)" and a note under the table gives the first error.
 Memory: ampc's backend memory in use at most during the timed steps and held after them;
 torch.cuda's max_memory_allocated and memory_reserved. Past --budget-seconds the remaining
 runs are recorded as "skipped: budget"; each subprocess is also capped by --run-timeout.
@@ -463,11 +463,11 @@ def time_ampc(spec: dict, dtype: str, model: pathlib.Path, args, budget: Budget)
         try:
             out = run_tool(bench, budget, "ampc-bench-train")
         except RuntimeError as error:
-            # The newest GPU paths (step capture, NHWC convolutions) are the likeliest to fail:
+            # The newest GPU paths (capture, memory plans, NHWC) are the likeliest to fail:
             # numbers without them still count, marked as such.
             fallback = " ".join(str(error).split())
-            out = run_tool(bench + ["--no-capture"], budget, "ampc-bench-train (fallback)",
-                           env={"AMPC_CUDNN_LAYOUT": "nchw"})
+            out = run_tool(bench + ["--no-capture", "--no-memory-plans"], budget,
+                           "ampc-bench-train (fallback)", env={"AMPC_CUDNN_LAYOUT": "nchw"})
     except RuntimeError as error:
         return {"error": " ".join(str(error).split()), "compile": summary,
                 **({"fallback": fallback} if fallback else {})}
@@ -645,9 +645,9 @@ def model_table_md(name: str, runs: dict) -> list[str]:
         lines.append(f"| {dtype} | {cell(a)} | {cell(t)} | {ratio(ms(a), ms(t))} | {speedup} | "
                      f"{copies} | {applied} | {queued} | {waits} | {replayed} | "
                      f"{memory(a)}; {memory(t)} |")
-    notes = [f"- ampc {dtype} failed with step capture and timed convolution layouts "
-             f"({a['fallback'][:300]}); its numbers are from a rerun with --no-capture and "
-             "AMPC_CUDNN_LAYOUT=nchw." for dtype in DTYPES
+    notes = [f"- ampc {dtype} failed with step capture, memory plans and timed convolution "
+             f"layouts ({a['fallback'][:300]}); its numbers are from a rerun with --no-capture, "
+             "--no-memory-plans and AMPC_CUDNN_LAYOUT=nchw." for dtype in DTYPES
              if (a := runs.get((name, dtype, "ampc"))) and "fallback" in a]
     return lines + ([""] + notes if notes else [])
 
