@@ -274,11 +274,8 @@ void CudaBackend::EndRun() {
 }
 
 void CudaBackend::Release(void* data, size_t bytes) {
-  if (cache_.InArena(data)) {  // a plan's: never a capture's
-    cache_.Put(data, bytes);
-    return;
-  }
-  if (capturing_) captured_buffers_.emplace_back(data, bytes);  // the graph may use it
+  // The graph may use it; a plan's arena never joins the pool (nor, so, pool_held_).
+  if (capturing_ && !cache_.InArena(data)) captured_buffers_.emplace_back(data, bytes);
   // A pool buffer a value let go of stays reserved to the captures (they use it), except while
   // capturing, when the capture in progress may take it again.
   if (pool_held_.erase(data) > 0 && !capturing_) return;

@@ -533,51 +533,64 @@ absl::StatusOr<CudnnConvPlan> PlanCudnnConv(const Shape& x, const Shape& w,
   return plan;
 }
 
+namespace {
+
+// One direction's call in the chosen layout: `call(p, alpha, in0, in1, beta, out)` is the cuDNN
+// function with the prepared descriptors, algorithm and workspace.
+template <typename Call>
+absl::Status Convolve(CudaBackend& backend, Direction direction, const CudnnConvShape& shape,
+                      std::array<Operand, 2> in, void* out, const std::array<int, 5>& out_dims,
+                      const char* what, Call call) {
+  Prepared p;
+  AMPC_RETURN_IF_ERROR(Prepare(backend, direction, shape, p));
+  auto conv = [&](const void* a, const void* b, void* y) {
+    const float one = 1, zero = 0;
+    return Check(call(p, &one, a, b, &zero, y), what);
+  };
+  return InLayout(backend, p.state->handle, p.choice.layout, shape, in, out, out_dims, conv);
+}
+
+}  // namespace
+
 absl::Status CudnnConvForward(CudaBackend& backend, const CudnnConvShape& shape, const void* x,
                               const void* w, void* y) {
-  Prepared p;
-  AMPC_RETURN_IF_ERROR(Prepare(backend, Direction::kForward, shape, p));
-  auto conv = [&](const void* x, const void* w, void* y) {
-    const float one = 1, zero = 0;
-    return Check(cudnnConvolutionForward(p.state->handle, &one, p.d.x, x, p.d.w, w, p.d.conv,
-                                         static_cast<cudnnConvolutionFwdAlgo_t>(p.choice.algo),
-                                         p.workspace, p.choice.workspace, &zero, p.d.y, y),
-                 "cudnnConvolutionForward");
-  };
-  return InLayout(backend, p.state->handle, p.choice.layout, shape,
-                  {Operand{x, &shape.x}, Operand{w, &shape.w}}, y, shape.y, conv);
+  return Convolve(backend, Direction::kForward, shape, {Operand{x, &shape.x}, Operand{w, &shape.w}},
+                  y, shape.y, "cudnnConvolutionForward",
+                  [](const Prepared& p, const float* one, const void* x, const void* w,
+                     const float* zero, void* y) {
+                    return cudnnConvolutionForward(
+                        p.state->handle, one, p.d.x, x, p.d.w, w, p.d.conv,
+                        static_cast<cudnnConvolutionFwdAlgo_t>(p.choice.algo), p.workspace,
+                        p.choice.workspace, zero, p.d.y, y);
+                  });
 }
 
 absl::Status CudnnConvBackwardData(CudaBackend& backend, const CudnnConvShape& shape, const void* w,
                                    const void* dy, void* dx) {
-  Prepared p;
-  AMPC_RETURN_IF_ERROR(Prepare(backend, Direction::kBackwardData, shape, p));
-  auto conv = [&](const void* w, const void* dy, void* dx) {
-    const float one = 1, zero = 0;
-    return Check(
-        cudnnConvolutionBackwardData(p.state->handle, &one, p.d.w, w, p.d.y, dy, p.d.conv,
-                                     static_cast<cudnnConvolutionBwdDataAlgo_t>(p.choice.algo),
-                                     p.workspace, p.choice.workspace, &zero, p.d.x, dx),
-        "cudnnConvolutionBackwardData");
-  };
-  return InLayout(backend, p.state->handle, p.choice.layout, shape,
-                  {Operand{w, &shape.w}, Operand{dy, &shape.y}}, dx, shape.x, conv);
+  return Convolve(backend, Direction::kBackwardData, shape,
+                  {Operand{w, &shape.w}, Operand{dy, &shape.y}}, dx, shape.x,
+                  "cudnnConvolutionBackwardData",
+                  [](const Prepared& p, const float* one, const void* w, const void* dy,
+                     const float* zero, void* dx) {
+                    return cudnnConvolutionBackwardData(
+                        p.state->handle, one, p.d.w, w, p.d.y, dy, p.d.conv,
+                        static_cast<cudnnConvolutionBwdDataAlgo_t>(p.choice.algo), p.workspace,
+                        p.choice.workspace, zero, p.d.x, dx);
+                  });
 }
 
 absl::Status CudnnConvBackwardFilter(CudaBackend& backend, const CudnnConvShape& shape,
                                      const void* x, const void* dy, void* dw) {
-  Prepared p;
-  AMPC_RETURN_IF_ERROR(Prepare(backend, Direction::kBackwardFilter, shape, p));
-  auto conv = [&](const void* x, const void* dy, void* dw) {
-    const float one = 1, zero = 0;
-    return Check(
-        cudnnConvolutionBackwardFilter(p.state->handle, &one, p.d.x, x, p.d.y, dy, p.d.conv,
-                                       static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.choice.algo),
-                                       p.workspace, p.choice.workspace, &zero, p.d.w, dw),
-        "cudnnConvolutionBackwardFilter");
-  };
-  return InLayout(backend, p.state->handle, p.choice.layout, shape,
-                  {Operand{x, &shape.x}, Operand{dy, &shape.y}}, dw, shape.w, conv);
+  return Convolve(backend, Direction::kBackwardFilter, shape,
+                  {Operand{x, &shape.x}, Operand{dy, &shape.y}}, dw, shape.w,
+                  "cudnnConvolutionBackwardFilter",
+                  [](const Prepared& p, const float* one, const void* x, const void* dy,
+                     const float* zero, void* dw) {
+                    return cudnnConvolutionBackwardFilter(
+                        p.state->handle, one, p.d.x, x, p.d.y, dy, p.d.conv,
+                        static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.choice.algo), p.workspace,
+                        p.choice.workspace, zero, p.d.w, dw);
+                  });
 }
 
 }  // namespace ampc::cuda
