@@ -227,7 +227,8 @@ int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
     return 0;
   }
   if (support.main_var().empty()) {
-    plan.rule = "no float32 input: dtypes kept";
+    plan.rule = support.main_is_low() ? "first float input already low: dtypes kept"
+                                      : "no float32 input: dtypes kept";
     return 0;
   }
   plan.category = options_.policy.Lookup(node.domain(), node.op_type());

@@ -82,11 +82,21 @@ FloatSupport::FloatSupport(const onnx::NodeProto& node, const OpsetVersions& ops
     return;
   }
   for (size_t slot = 0; slot < input_types.size(); ++slot) {
-    if (input_types[slot] != onnx::TensorProto::FLOAT) continue;
+    const int type = input_types[slot];
+    if (type != onnx::TensorProto::FLOAT && type != onnx::TensorProto::FLOAT16 &&
+        type != onnx::TensorProto::BFLOAT16) {
+      continue;
+    }
     const onnx::OpSchema::FormalParameter* formal = Formal(schema_->inputs(), slot);
     if (formal == nullptr) continue;
     // A concrete type ("tensor(float)", as Resize's scales) is not a variable.
     if (!IsTypeVariable(*schema_, formal->GetTypeStr())) continue;
+    // A node whose first float variable is low already (BatchNormalization in ampc's own output,
+    // its statistics FP32) computes low: its FP32 inputs of other variables stay as they are.
+    if (type != onnx::TensorProto::FLOAT) {
+      main_is_low_ = true;
+      return;
+    }
     main_var_ = formal->GetTypeStr();
     main_types_ = &formal->GetTypes();
     return;
