@@ -18,6 +18,8 @@ ABSL_FLAG(std::string, block_node, "", "Nodes whose name matches this RE2 regex 
 ABSL_FLAG(std::string, lower_node, "", "Nodes whose name matches this RE2 regex go low.");
 ABSL_FLAG(std::string, policy, "", "JSON file of per-op category changes.");
 ABSL_FLAG(bool, clamp, false, "Clamp FP16 constants to +-65504 instead of keeping FP32.");
+ABSL_FLAG(bool, standard_ops, false,
+          "Emit only standard ONNX ops: no ai.ampc versions of ops whose schema lacks bf16.");
 
 namespace ampc {
 namespace {
@@ -46,6 +48,7 @@ absl::StatusOr<AutocastOptions> AutocastOptionsFromFlags() {
   options.policy = AutocastPolicy::Defaults(options.low_dtype);
   options.low_io = absl::GetFlag(FLAGS_low_io);
   options.clamp = absl::GetFlag(FLAGS_clamp);
+  options.ampc_versions = !absl::GetFlag(FLAGS_standard_ops);
   options.block_node_regex = absl::GetFlag(FLAGS_block_node);
   options.lower_node_regex = absl::GetFlag(FLAGS_lower_node);
   if (absl::Status s = CheckRegex("block-node", options.block_node_regex); !s.ok()) return s;

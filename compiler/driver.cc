@@ -75,6 +75,9 @@ Flags:
   --lower-node=REGEX     nodes whose name fully matches REGEX go to the low dtype
   --policy=FILE          JSON file of per-op category changes (docs/autocast.md)
   --clamp                clamp FP16 constants to +-65504 instead of keeping their nodes FP32
+  --standard-ops         BF16: keep nodes whose schema has no bfloat16 (Conv, MaxPool,
+                         AveragePool, GlobalAveragePool up to opset 17) FP32 instead of running
+                         them as their ai.ampc versions (docs/autocast.md)
   --report=FILE          write every node's decision and the summary as JSON
   --passes=a,b,c         passes to run after verify-input (default: the standard pipeline)
   --print-after=PASS     print the canonical text after PASS ('all': after every pass)

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "absl/strings/str_split.h"
+#include "passes/bf16_ops.h"
 
 namespace ampc {
 namespace {
@@ -149,7 +150,7 @@ void StaticShapes::AddGraph(const onnx::GraphProto& graph) {
 }
 
 bool CountsFlops(const onnx::NodeProto& node) {
-  if (!node.domain().empty() && node.domain() != "ai.onnx") return false;
+  if (!node.domain().empty() && node.domain() != "ai.onnx" && !IsAmpcVersion(node)) return false;
   const std::string& op = node.op_type();
   return op == "MatMul" || op == "Gemm" || op == "Conv" || op == "ConvTranspose" || op == "Einsum";
 }

@@ -1,6 +1,8 @@
 // DefaultRegistry (declared in kernels/cpu/cpu_kernels.h): every backend built into this binary.
 // A library of its own so that the CUDA kernels may use the CPU family's host-side helpers.
 #include "kernels/cpu/cpu_kernels.h"
+#include "passes/ampc_ops.h"
+#include "passes/bf16_ops.h"
 
 #ifdef AMPC_HAVE_CUDA
 #include "kernels/cuda/cuda_kernels.h"
@@ -15,6 +17,7 @@ const KernelRegistry& DefaultRegistry() {
 #ifdef AMPC_HAVE_CUDA
     RegisterCudaKernels(*r);
 #endif
+    for (const std::string& op : AmpcVersionOps()) r->Alias(kAmpcDomain, "", op);
     return r;
   }();
   return *registry;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "passes/ampc_grad_ops.h"
+#include "passes/bf16_ops.h"
 
 namespace ampc {
 
@@ -218,6 +219,7 @@ void RegisterAmpcSchemas() {
     RegisterScalerSchemas();
     RegisterOptimizerSchemas();
     RegisterGradientSchemas();
+    RegisterAmpcVersionSchemas();
   });
 }
 

@@ -9,6 +9,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "passes/ampc_ops.h"
+#include "passes/bf16_ops.h"
 #include "passes/float_support.h"
 #include "passes/graph_index.h"
 #include "passes/tensor_data.h"
@@ -108,6 +110,7 @@ class Planner {
     if (!options_.lower_node_regex.empty()) {
       lower_ = std::make_unique<RE2>(options_.lower_node_regex);
     }
+    if (opsets_.contains(kAmpcDomain)) SeedVersions(context.model.graph());
   }
 
   void PlanGraph(const GraphIndex& index, const Scope* outer, bool top_level);
@@ -125,10 +128,13 @@ class Planner {
                     const FloatSupport& support, bool loss, NodePlan& plan, bool& deferred);
   int CheckLegality(const onnx::NodeProto& node, const FloatSupport& support, int dtype,
                     NodePlan& plan);
+  bool UsesAmpcVersion(const onnx::NodeProto& node, int dtype, std::string& why_not);
   void ApplyDtype(const onnx::NodeProto& node, const FloatSupport& support,
                   const NodeTypes& original, int dtype, NodePlan& plan);
   void ResolveDeferred(const GraphIndex& index, std::vector<Deferred>& deferred);
   float MaxAbs(const TensorProto& tensor);
+  // The ai.ampc versions already in the model (ampc's own output) fix their functions' signatures.
+  void SeedVersions(const onnx::GraphProto& graph);
 
   PrecisionPlan& plan_;
   const AutocastOptions& options_;
@@ -140,6 +146,9 @@ class Planner {
   // per node, not once per rule that looks.
   std::vector<const Value*> inputs_;
   absl::flat_hash_map<const TensorProto*, float> max_abs_;
+  // Per op with an ai.ampc version: the signature its one model-local function is built for, and
+  // the node that fixed it.
+  absl::flat_hash_map<std::string, std::pair<std::string, std::string>> versions_;
 };
 
 void Planner::PlanGraph(const GraphIndex& index, const Scope* outer, bool top_level) {
@@ -284,8 +293,14 @@ int Planner::CheckLegality(const onnx::NodeProto& node, const FloatSupport& supp
     return TensorProto::FLOAT;
   }
   if (!support.MainAdmits(dtype)) {
-    plan.rule = absl::StrCat(plan.rule, "; but schema ", support.SchemaName(), " does not allow ",
-                             DtypeName(dtype), " for ", support.main_var(), ": FP32");
+    const std::string schema = absl::StrCat("schema ", support.SchemaName(), " does not allow ",
+                                            DtypeName(dtype), " for ", support.main_var());
+    std::string why_not;
+    if (UsesAmpcVersion(node, dtype, why_not)) {
+      plan.rule = absl::StrCat(plan.rule, "; ", schema, ": runs as ai.ampc.", node.op_type());
+      return dtype;
+    }
+    plan.rule = absl::StrCat(plan.rule, "; but ", schema, why_not, ": FP32");
     return TensorProto::FLOAT;
   }
   if (dtype != TensorProto::FLOAT16 || options_.clamp) return dtype;
@@ -304,6 +319,33 @@ int Planner::CheckLegality(const onnx::NodeProto& node, const FloatSupport& supp
   return dtype;
 }
 
+void Planner::SeedVersions(const onnx::GraphProto& graph) {
+  for (const onnx::NodeProto& node : graph.node()) {
+    if (IsAmpcVersion(node)) {
+      versions_.try_emplace(node.op_type(), AmpcVersionSignature(node), node.name());
+    }
+    for (const onnx::AttributeProto& attribute : node.attribute()) {
+      if (attribute.has_g()) SeedVersions(attribute.g());
+      for (const onnx::GraphProto& sub : attribute.graphs()) SeedVersions(sub);
+    }
+  }
+}
+
+// Whether the node can run as its ai.ampc version; `why_not` is empty or says why it cannot.
+bool Planner::UsesAmpcVersion(const onnx::NodeProto& node, int dtype, std::string& why_not) {
+  if (!HasAmpcVersion(node, dtype)) return false;
+  if (!options_.ampc_versions) {
+    why_not = absl::StrCat(" (--standard-ops: no ai.ampc.", node.op_type(), ")");
+    return false;
+  }
+  const std::string signature = AmpcVersionSignature(node);
+  auto [it, first] = versions_.try_emplace(node.op_type(), signature, node.name());
+  if (first || it->second.first == signature) return true;
+  why_not = absl::StrCat(", and ai.ampc.", node.op_type(), "'s one model-local function is for ",
+                         it->second.first, " (node '", it->second.second, "'), not ", signature);
+  return false;
+}
+
 float Planner::MaxAbs(const TensorProto& tensor) {
   auto [it, inserted] = max_abs_.try_emplace(&tensor, 0.0f);
   if (inserted) it->second = MaxFiniteAbs(tensor);
@@ -315,6 +357,8 @@ float Planner::MaxAbs(const TensorProto& tensor) {
 void Planner::ApplyDtype(const onnx::NodeProto& node, const FloatSupport& support,
                          const NodeTypes& original, int dtype, NodePlan& plan) {
   plan.dtype = dtype;
+  plan.ampc_version = dtype != 0 && dtype != TensorProto::FLOAT && support.schema() != nullptr &&
+                      !support.MainAdmits(dtype);
   const bool keeps_all = dtype == 0 && !(node.op_type() == "Cast" && node.domain().empty());
   for (int slot = 0; slot < node.input_size(); ++slot) {
     const int before = original.inputs[slot];

@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "passes/bf16_ops.h"
 #include "passes/gradient_builder.h"
 #include "passes/gradient_rules.h"
 
@@ -27,11 +28,16 @@ bool MayBeFloat(const GraphIndex& index, const std::string& value) {
          (type->tensor_type().elem_type() == 0 || IsFloat(type->tensor_type().elem_type()));
 }
 
+// Default-domain ops and their ai.ampc versions (the same op in BF16) share the gradient rules.
+bool HasStandardRule(const onnx::NodeProto& node) {
+  return node.domain().empty() || node.domain() == "ai.onnx" || IsAmpcVersion(node);
+}
+
 // Whether input `slot` of `node` carries a gradient (ops without a rule: every float input, so
 // that the missing rule is reported).
 bool Differentiable(const GraphIndex& index, const onnx::NodeProto& node, int slot) {
   if (!MayBeFloat(index, node.input(slot))) return false;
-  if (!node.domain().empty() && node.domain() != "ai.onnx") return true;
+  if (!HasStandardRule(node)) return true;
   const GradientRule* rule = FindGradientRule(node.op_type());
   if (rule == nullptr) return true;
   return std::find(rule->constant_inputs.begin(), rule->constant_inputs.end(), slot) ==
@@ -138,8 +144,7 @@ absl::StatusOr<std::vector<std::string>> AppendGradients(onnx::GraphProto& graph
     }
     if (!any) continue;
     const std::string description = forward.Describe(node);
-    const bool standard = node.domain().empty() || node.domain() == "ai.onnx";
-    const GradientRule* rule = standard ? FindGradientRule(node.op_type()) : nullptr;
+    const GradientRule* rule = HasStandardRule(node) ? FindGradientRule(node.op_type()) : nullptr;
     if (rule == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("autodiff: ", description, " has no gradient rule; it is on the path from '",

@@ -6,6 +6,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "passes/ampc_ops.h"
+#include "passes/bf16_ops.h"
 #include "passes/convert_constant.h"
 #include "passes/float_support.h"
 #include "passes/graph_index.h"
@@ -67,6 +69,8 @@ struct Shared {
   // Output names replaced during the pass, kept alive: the graph indexes key values by views of
   // the names in the model, and a renamed output must stay findable by its old name.
   std::vector<std::unique_ptr<std::string>> retired_names;
+  bool ampc_versions = false;  // a node became its ai.ampc version
+  bool training = false;       // a training step follows
 };
 
 // Renames output `slot` of `node` with a new string object, moving the old one to `retired`
@@ -124,6 +128,7 @@ class GraphRewriter {
   void RenameMismatchedOutputs();
   void SeedScope();
   void RewriteNode(int position);
+  void BecomeAmpcVersion(NodeProto& node);
   std::string Convert(const std::string& key, const Value& value, int dtype,
                       const std::string& output_name = "");
   std::string ConvertConstant(const std::string& key, const Value& value, int dtype);
@@ -266,6 +271,17 @@ void GraphRewriter::RewriteNode(int position) {
     const int dtype = plan == nullptr ? 0 : plan->output_dtypes[slot];
     scope_[key] = Value{dtype, name, position, constant_node ? &node.attribute(0).t() : nullptr,
                         index_.Type(key)};
+  }
+  if (plan != nullptr && plan->ampc_version) BecomeAmpcVersion(node);
+}
+
+void GraphRewriter::BecomeAmpcVersion(NodeProto& node) {
+  node.set_domain(kAmpcDomain);
+  shared_.ampc_versions = true;
+  // The training step's MaxPoolGrad reads the indices. Stated here, the model's and the step's
+  // calls of ai.ampc.MaxPool have one arity, so one model-local function serves both.
+  if (shared_.training && node.op_type() == "MaxPool" && node.output_size() == 1) {
+    node.add_output(shared_.names.Fresh(absl::StrCat(node.output(0), ".indices")));
   }
 }
 
@@ -431,6 +447,7 @@ absl::StatusOr<bool> InsertCasts::Run(ModelContext& context) {
   Shared shared{
       *context.plan, NameAllocator(context.model), CastOpset(OpsetsOf(context.model)), {}, {}, {}};
   shared.master_weights = MasterWeights(context.model, context.training.enabled);
+  shared.training = context.training.enabled;
   GraphRewriter(*context.model.mutable_graph(), *index, nullptr, shared).Run();
   absl::flat_hash_set<std::string> reads;
   if (!shared.converted_initializers.empty()) {
@@ -438,6 +455,9 @@ absl::StatusOr<bool> InsertCasts::Run(ModelContext& context) {
   }
   RemoveConvertedInitializers(*context.model.mutable_graph(), shared.converted_initializers, reads);
   if (context.plan->casts_added > 0) ImportDefaultDomain(context.model);
+  if (shared.ampc_versions) {
+    if (absl::Status s = AddAmpcVersionFunctions(context.model); !s.ok()) return s;
+  }
   return context.plan->casts_added > 0 || context.plan->constants_converted > 0 ||
          context.plan->low_io;
 }

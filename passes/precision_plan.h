@@ -18,6 +18,7 @@ struct AutocastOptions {
   bool clamp = false;                          // clamp constants to ±65504 instead of keeping FP32
   std::string block_node_regex;                // nodes (by name) forced to FP32
   std::string lower_node_regex;                // nodes (by name) forced to the low dtype
+  bool ampc_versions = true;  // ops without the low dtype in their schema run as ai.ampc versions
   AutocastPolicy policy = AutocastPolicy::Defaults(onnx::TensorProto::FLOAT16);
 };
 
@@ -26,7 +27,8 @@ struct NodePlan {
   std::string
       first_output;  // the node's output 0 when planned (passes after autocast find it by it)
   std::string op_type;
-  int dtype = 0;  // the node's compute dtype; 0: not a candidate, its dtypes are kept
+  int dtype = 0;              // the node's compute dtype; 0: not a candidate, its dtypes are kept
+  bool ampc_version = false;  // runs as its ai.ampc version (passes/bf16_ops.h)
   Category category = Category::kKeep;
   std::string rule;                // what decided, in words
   std::vector<int> input_dtypes;   // wanted elem type per input slot; 0: as the value comes

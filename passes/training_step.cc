@@ -14,6 +14,7 @@
 #include "passes/ampc_grad_ops.h"
 #include "passes/ampc_ops.h"
 #include "passes/autodiff.h"
+#include "passes/bf16_ops.h"
 #include "passes/name_allocator.h"
 #include "passes/param_groups.h"
 #include "passes/training_state.h"
@@ -276,7 +277,8 @@ absl::Status AddFunctions(onnx::ModelProto& model, const onnx::GraphProto& algor
                           std::vector<std::string>& warnings) {
   absl::flat_hash_map<std::string, std::pair<std::string, std::string>> done;  // name, body
   for (const onnx::NodeProto& node : algorithm.node()) {
-    if (node.domain() != kAmpcDomain) continue;
+    // The ai.ampc versions of forward ops got theirs from insert-casts.
+    if (node.domain() != kAmpcDomain || IsAmpcVersion(node)) continue;
     absl::StatusOr<onnx::FunctionProto> body =
         AmpcFunctionBody(node.op_type(), node.input_size(), node.output_size());
     if (absl::IsNotFound(body.status())) body = GradientFunctionBody(node);

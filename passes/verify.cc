@@ -3,6 +3,7 @@
 #include <onnx/checker.h>
 
 #include "absl/strings/str_cat.h"
+#include "passes/ampc_ops.h"
 #include "passes/infer_types.h"
 #include "passes/onnx_status.h"
 
@@ -10,6 +11,7 @@ namespace ampc {
 
 absl::StatusOr<bool> Verify::Run(ModelContext& context) {
   const std::string where = absl::StrCat(context.file, " (ampc output)");
+  RegisterAmpcSchemas();  // the checker checks ai.ampc nodes against their schemas
   absl::Status status = CatchOnnx(absl::StrCat(where, ": ONNX checker"),
                                   [&] { onnx::checker::check_model(context.model); });
   // In place: the output already carries every type, so inference adds nothing it keeps.

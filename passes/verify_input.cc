@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "passes/ampc_ops.h"
 #include "passes/attribute_values.h"
 #include "passes/function_calls.h"
 #include "passes/graph_index.h"
@@ -134,6 +135,7 @@ absl::StatusOr<bool> VerifyInput::Run(ModelContext& context) {
         absl::StrCat(context.file, ": warning: nodes were not in topological order; sorted them"));
   }
   const onnx::ModelProto& model = context.model;
+  RegisterAmpcSchemas();  // ampc's own outputs carry ai.ampc nodes
   absl::Status checked = CatchOnnx("ONNX checker", [&] { onnx::checker::check_model(model); });
   if (!checked.ok()) {
     return Invalid(context, absl::StrCat(LocateCheckerFailure(model), checked.message()));

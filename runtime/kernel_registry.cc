@@ -57,6 +57,19 @@ void KernelRegistry::Register(const std::string& backend, const std::string& dom
                      std::move(memory)});
 }
 
+void KernelRegistry::Alias(const std::string& domain, const std::string& from_domain,
+                           const std::string& op) {
+  std::vector<KernelDef> copies;
+  for (const auto& [key, defs] : defs_) {
+    if (std::get<0>(key) != from_domain || std::get<1>(key) != op) continue;
+    for (const KernelDef& def : defs) copies.push_back(def);
+  }
+  for (KernelDef& def : copies) {
+    def.domain = domain;
+    Register(std::move(def));
+  }
+}
+
 absl::StatusOr<std::unique_ptr<OpKernel>> KernelRegistry::Create(const KernelInfo& info,
                                                                  InputMemory* memory) const {
   const std::string& domain = info.node.domain() == "ai.onnx" ? std::string() : info.node.domain();

@@ -60,6 +60,10 @@ class KernelRegistry {
   absl::StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info,
                                                    InputMemory* memory = nullptr) const;
 
+  // Every backend's kernels of (from_domain, op) also serve (domain, op): the same op in another
+  // domain (the ai.ampc versions of passes/bf16_ops.h). Call after registering them.
+  void Alias(const std::string& domain, const std::string& from_domain, const std::string& op);
+
   bool Has(const std::string& domain, const std::string& op, const std::string& backend) const;
   // A kernel of info.backend accepts the node's element types (no kernel is created).
   bool Supports(const KernelInfo& info) const;

@@ -254,9 +254,50 @@ std::vector<OpCase> BatchNormCases() {
   };
 }
 
+// The ai.ampc versions (passes/bf16_ops.h) that BF16 training compiles Conv and the pools to:
+// the same kernels, reached through the other domain.
+std::vector<OpCase> AmpcVersionCases() {
+  const std::vector<std::string> bf16 = {"bfloat16"};
+  return {
+      {"AmpcConvPad1Bias",
+       R"(g ($T[2, 3, 7, 6] x, $T[4, 3, 3, 3] w, $T[4] b) => ($T[] y) {
+  y = ai.ampc.Conv <pads = [1, 1, 1, 1]> (x, w, b)
+})",
+       {},
+       false,
+       kHeader,
+       bf16},
+      {"AmpcMaxPool3x3Stride2Pad1Indices",
+       R"(g ($T[2, 3, 7, 6] x) => ($T[] y, int64[] i) {
+  y, i = ai.ampc.MaxPool <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]> (x)
+})",
+       {},
+       true,
+       kHeader,
+       bf16},
+      {"AmpcAveragePoolPad1",
+       R"(g ($T[2, 3, 7, 6] x) => ($T[] y) {
+  y = ai.ampc.AveragePool <kernel_shape = [3, 3], pads = [1, 1, 1, 1]> (x)
+})",
+       {},
+       true,
+       kHeader,
+       bf16},
+      {"AmpcGlobalAveragePool",
+       R"(g ($T[2, 3, 7, 6] x) => ($T[] y) {
+  y = ai.ampc.GlobalAveragePool (x)
+})",
+       {},
+       false,
+       kHeader,
+       bf16},
+  };
+}
+
 std::vector<OpCase> AllCases() {
   std::vector<OpCase> all;
-  for (auto cases : {ConvCases(), ConvGradCases(), PoolCases(), BatchNormCases()}) {
+  for (auto cases :
+       {ConvCases(), ConvGradCases(), PoolCases(), BatchNormCases(), AmpcVersionCases()}) {
     all.insert(all.end(), cases.begin(), cases.end());
   }
   return all;

@@ -242,16 +242,11 @@ TEST(TrainingStep, CompiledTransformerLearnsAFixedBatch) {
   EXPECT_LT(last, 0.25f * first) << "first loss " << first << ", last " << last;
 }
 
-TEST(TrainingStep, CompiledCnnLearnsAFixedBatchAndUpdatesRunningStatistics) {
-  // Conv, BatchNormalization in training mode (batch statistics, running ones bound as state),
-  // Relu, MaxPool, Flatten, Gemm.
-  absl::StatusOr<onnx::ModelProto> model = models::BuildCnn({});
-  ASSERT_TRUE(model.ok());
-  TrainingOptions options;
-  options.loss = "loss";
-  ASSERT_TRUE(Compile(*model, kFullPipeline, options).ok());
+// The bundled CNN (Conv, BatchNormalization in training mode with its running statistics bound
+// as state, Relu, MaxPool, Flatten, Gemm) compiled in `low` learns a fixed batch.
+void ExpectCnnLearnsAFixedBatch(const onnx::ModelProto& model) {
   CpuBackend backend(1);
-  auto session = TrainingSession::Create(*model, DefaultRegistry(), backend);
+  auto session = TrainingSession::Create(model, DefaultRegistry(), backend);
   ASSERT_TRUE(session.ok()) << session.status();
   const ValueSpec& image_spec = (*session)->data_inputs()[0];
   Shape shape = image_spec.dims;
@@ -275,6 +270,15 @@ TEST(TrainingStep, CompiledCnnLearnsAFixedBatchAndUpdatesRunningStatistics) {
   bool moved = false;
   for (float v : Values<float>(*running)) moved = moved || v != 0.0f;
   EXPECT_TRUE(moved) << "the running mean never left its initial zeros";
+}
+
+TEST(TrainingStep, CompiledCnnLearnsAFixedBatchAndUpdatesRunningStatistics) {
+  absl::StatusOr<onnx::ModelProto> model = models::BuildCnn({});
+  ASSERT_TRUE(model.ok());
+  TrainingOptions options;
+  options.loss = "loss";
+  ASSERT_TRUE(Compile(*model, kFullPipeline, options).ok());
+  ExpectCnnLearnsAFixedBatch(*model);
 }
 
 // The element type ONNX's shape inference gives `name` in the training step (0 when unknown).
@@ -308,6 +312,51 @@ TEST(TrainingStep, LowPrecisionStepRunsForwardAndBackwardInTheForwardsDtype) {
       EXPECT_EQ(t.data_type(), onnx::TensorProto::FLOAT) << t.name();
     }
   }
+}
+
+// BF16: Conv-11 and MaxPool-12 have no bfloat16, so the forward runs their ai.ampc versions
+// (passes/bf16_ops.h) in BF16, and ConvGrad and MaxPoolGrad follow in BF16. The model carries a
+// function per version, and MaxPool states its indices in the model as in the step (one arity).
+TEST(TrainingStep, Bf16CnnRunsConvAndMaxPoolAsAmpcVersionsAndLearns) {
+  absl::StatusOr<onnx::ModelProto> model = models::BuildCnn({});
+  ASSERT_TRUE(model.ok());
+  TrainingOptions options;
+  options.loss = "loss";
+  ASSERT_TRUE(Compile(*model, kFullPipeline, options, onnx::TensorProto::BFLOAT16).ok());
+  int versions = 0, grads = 0;
+  for (const onnx::NodeProto& node : model->training_info(0).algorithm().node()) {
+    const std::string& op = node.op_type();
+    if (op == "Conv" || op == "MaxPool") {
+      EXPECT_EQ(node.domain(), kAmpcDomain) << node.name();
+      EXPECT_EQ(StepType(*model, node.output(0)), onnx::TensorProto::BFLOAT16) << node.name();
+      if (op == "MaxPool") {
+        EXPECT_EQ(node.output_size(), 2) << node.name();
+      }
+      ++versions;
+    }
+    if (op == "ConvGrad" || op == "MaxPoolGrad") {
+      for (const std::string& output : node.output()) {
+        if (!output.empty()) {
+          EXPECT_EQ(StepType(*model, output), onnx::TensorProto::BFLOAT16) << output;
+        }
+      }
+      ++grads;
+    }
+  }
+  EXPECT_EQ(versions, 4);  // two blocks of Conv and MaxPool
+  EXPECT_EQ(grads, 4);
+  for (const onnx::NodeProto& node : model->graph().node()) {
+    if (node.op_type() == "MaxPool") {
+      EXPECT_EQ(node.output_size(), 2) << node.name();
+    }
+  }
+  std::vector<std::string> functions;
+  for (const onnx::FunctionProto& f : model->functions()) {
+    if (f.name() == "Conv" || f.name() == "MaxPool") functions.push_back(f.name());
+  }
+  EXPECT_THAT(functions, ::testing::UnorderedElementsAre("Conv", "MaxPool"));
+  onnx::checker::check_model(*model);
+  ExpectCnnLearnsAFixedBatch(*model);
 }
 
 // A static scale of 1e9 makes the logits' gradient about 1e8: finite in FP32, +inf in FP16. The

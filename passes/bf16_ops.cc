@@ -1,0 +1,218 @@
+#include "passes/bf16_ops.h"
+
+#include <onnx/defs/schema.h>
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "passes/ampc_ops.h"
+
+namespace ampc {
+namespace {
+
+using onnx::OpSchema;
+using onnx::TensorProto;
+
+// The ops, and the standard schema each copies (the latest up to opset 17).
+constexpr const char* kOps[] = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool"};
+constexpr int kStandardOpset = 17;
+constexpr char kFloatVar[] = "T";
+
+bool InTable(const std::string& op) {
+  return std::find_if(std::begin(kOps), std::end(kOps),
+                      [&](const char* known) { return op == known; }) != std::end(kOps);
+}
+
+const OpSchema* Standard(const std::string& op) {
+  return onnx::OpSchemaRegistry::Schema(op, kStandardOpset, "");
+}
+
+bool NoneEmpty(const google::protobuf::RepeatedPtrField<std::string>& names) {
+  return std::none_of(names.begin(), names.end(), [](const std::string& n) { return n.empty(); });
+}
+
+// The ONNX text name of an attribute's type ("" for types a body cannot reference).
+const char* TypeText(onnx::AttributeProto::AttributeType type) {
+  switch (type) {
+    case onnx::AttributeProto::INT:
+      return "int";
+    case onnx::AttributeProto::INTS:
+      return "ints";
+    case onnx::AttributeProto::FLOAT:
+      return "float";
+    case onnx::AttributeProto::FLOATS:
+      return "floats";
+    case onnx::AttributeProto::STRING:
+      return "string";
+    default:
+      return "";
+  }
+}
+
+OpSchema AmpcVersionSchema(const OpSchema& standard) {
+  OpSchema schema(standard.Name(), __FILE__, __LINE__);
+  schema.SetDomain(kAmpcDomain)
+      .SinceVersion(kAmpcOpsetVersion)
+      .SetDoc(absl::StrCat(standard.Name(), "-", standard.SinceVersion(),
+                           " on bfloat16 tensors (ONNX has none before opset 22); the function "
+                           "body computes it in float32 and rounds the outputs to bfloat16."));
+  for (size_t i = 0; i < standard.inputs().size(); ++i) {
+    const OpSchema::FormalParameter& p = standard.inputs()[i];
+    schema.Input(static_cast<int>(i), p.GetName(), p.GetDescription(), p.GetTypeStr(),
+                 p.GetOption(), p.GetIsHomogeneous(), p.GetMinArity(),
+                 p.GetDifferentiationCategory());
+  }
+  for (size_t i = 0; i < standard.outputs().size(); ++i) {
+    const OpSchema::FormalParameter& p = standard.outputs()[i];
+    schema.Output(static_cast<int>(i), p.GetName(), p.GetDescription(), p.GetTypeStr(),
+                  p.GetOption(), p.GetIsHomogeneous(), p.GetMinArity(),
+                  p.GetDifferentiationCategory());
+  }
+  for (const auto& [name, a] : standard.attributes()) {
+    if (a.default_value.type() != onnx::AttributeProto::UNDEFINED) {
+      schema.Attr(OpSchema::Attribute(a.name, a.description, a.default_value));
+    } else {
+      schema.Attr(OpSchema::Attribute(a.name, a.description, a.type, a.required));
+    }
+  }
+  for (const OpSchema::TypeConstraintParam& t : standard.typeConstraintParams()) {
+    schema.TypeConstraint(t.type_param_str,
+                          t.type_param_str == kFloatVar
+                              ? std::vector<std::string>{"tensor(bfloat16)"}
+                              : t.allowed_type_strs,
+                          t.description);
+  }
+  schema.TypeAndShapeInferenceFunction(standard.GetTypeAndShapeInferenceFunction());
+  return schema;
+}
+
+// Visits every node of `graph` and its subgraphs.
+template <typename Visit>
+void ForEachNode(const onnx::GraphProto& graph, const Visit& visit) {
+  for (const onnx::NodeProto& node : graph.node()) {
+    visit(node);
+    for (const onnx::AttributeProto& attribute : node.attribute()) {
+      if (attribute.has_g()) ForEachNode(attribute.g(), visit);
+      for (const onnx::GraphProto& sub : attribute.graphs()) ForEachNode(sub, visit);
+    }
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& AmpcVersionOps() {
+  static const auto* ops = new std::vector<std::string>(std::begin(kOps), std::end(kOps));
+  return *ops;
+}
+
+bool HasAmpcVersion(const onnx::NodeProto& node, int dtype) {
+  if (dtype != TensorProto::BFLOAT16 || !(node.domain().empty() || node.domain() == "ai.onnx") ||
+      !InTable(node.op_type()) || !NoneEmpty(node.input()) || !NoneEmpty(node.output())) {
+    return false;
+  }
+  for (const onnx::AttributeProto& attribute : node.attribute()) {
+    if (*TypeText(attribute.type()) == '\0') return false;
+  }
+  return true;
+}
+
+bool IsAmpcVersion(const onnx::NodeProto& node) {
+  return node.domain() == kAmpcDomain && InTable(node.op_type());
+}
+
+std::string AmpcVersionSignature(const onnx::NodeProto& node) {
+  std::vector<std::string> names;
+  for (const onnx::AttributeProto& attribute : node.attribute()) names.push_back(attribute.name());
+  std::sort(names.begin(), names.end());
+  const auto count = [](int n, const char* what) {
+    return absl::StrCat(n, " ", what, n == 1 ? "" : "s");
+  };
+  return absl::StrCat(count(node.input_size(), "input"), ", ", count(node.output_size(), "output"),
+                      ", attributes {", absl::StrJoin(names, ", "), "}");
+}
+
+void RegisterAmpcVersionSchemas() {
+  for (const char* op : kOps) onnx::RegisterSchema(AmpcVersionSchema(*Standard(op)));
+}
+
+absl::StatusOr<FunctionText> AmpcVersionBody(const onnx::NodeProto& node) {
+  if (!IsAmpcVersion(node)) {
+    return absl::NotFoundError(absl::StrCat(node.op_type(), " is no ai.ampc version"));
+  }
+  const OpSchema& standard = *Standard(node.op_type());
+  FunctionText body;
+  std::vector<std::string> args, results, attributes;
+  for (int i = 0; i < node.input_size(); ++i) {
+    const OpSchema::FormalParameter& p = standard.inputs().at(i);
+    body.inputs.push_back(p.GetName());
+    if (p.GetTypeStr() != kFloatVar) {
+      args.push_back(p.GetName());
+      continue;
+    }
+    args.push_back(p.GetName() + "_fp32");
+    absl::StrAppend(&body.nodes, args.back(), " = Cast <to = 1> (", p.GetName(), ")\n");
+  }
+  std::string casts_back;
+  for (int i = 0; i < node.output_size(); ++i) {
+    const OpSchema::FormalParameter& p = standard.outputs().at(i);
+    body.outputs.push_back(p.GetName());
+    const bool cast = p.GetTypeStr() == kFloatVar;
+    results.push_back(cast ? p.GetName() + "_fp32" : p.GetName());
+    if (cast)
+      absl::StrAppend(&casts_back, p.GetName(), " = Cast <to = 16> (", results.back(), ")\n");
+  }
+  for (const onnx::AttributeProto& attribute : node.attribute()) {
+    body.attributes.push_back(attribute.name());
+    attributes.push_back(
+        absl::StrCat(attribute.name(), ": ", TypeText(attribute.type()), " = @", attribute.name()));
+  }
+  absl::StrAppend(
+      &body.nodes, absl::StrJoin(results, ", "), " = ", node.op_type(), " ",
+      attributes.empty() ? "" : absl::StrCat("<", absl::StrJoin(attributes, ", "), "> "), "(",
+      absl::StrJoin(args, ", "), ")\n", casts_back);
+  return body;
+}
+
+absl::Status AddAmpcVersionFunctions(onnx::ModelProto& model) {
+  std::map<std::string, const onnx::NodeProto*> first;  // op -> the first node using it
+  absl::Status status;
+  ForEachNode(model.graph(), [&](const onnx::NodeProto& node) {
+    if (!IsAmpcVersion(node) || !status.ok()) return;
+    auto [it, inserted] = first.emplace(node.op_type(), &node);
+    if (inserted || AmpcVersionSignature(node) == AmpcVersionSignature(*it->second)) return;
+    status = absl::InvalidArgumentError(absl::StrCat(
+        "node '", node.name(), "' (ai.ampc.", node.op_type(), ") has ", AmpcVersionSignature(node),
+        " but node '", it->second->name(), "' has ", AmpcVersionSignature(*it->second),
+        "; one model-local function serves every node of an op"));
+  });
+  if (!status.ok() || first.empty()) return status;
+  for (const onnx::FunctionProto& function : model.functions()) {
+    if (function.domain() == kAmpcDomain) first.erase(function.name());
+  }
+  int opset = kStandardOpset;
+  bool imports_ampc = false;
+  for (const onnx::OperatorSetIdProto& import : model.opset_import()) {
+    if (import.domain().empty() || import.domain() == "ai.onnx") {
+      opset = static_cast<int>(import.version());
+    }
+    imports_ampc = imports_ampc || import.domain() == kAmpcDomain;
+  }
+  if (!imports_ampc) {
+    onnx::OperatorSetIdProto& import = *model.add_opset_import();
+    import.set_domain(kAmpcDomain);
+    import.set_version(kAmpcOpsetVersion);
+  }
+  for (const auto& [op, node] : first) {
+    absl::StatusOr<FunctionText> body = AmpcVersionBody(*node);
+    if (!body.ok()) return body.status();
+    absl::StatusOr<onnx::FunctionProto> function = ParseAmpcFunction(op, *body, opset);
+    if (!function.ok()) return function.status();
+    *model.add_functions() = *std::move(function);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ampc

@@ -1,0 +1,46 @@
+// ai.ampc versions of the standard ops that have no bfloat16 up to opset 17 (ONNX 1.12) but that
+// BF16 training needs: Conv, MaxPool, AveragePool and GlobalAveragePool (ONNX adds bfloat16 to
+// them at opset 22). Each has the standard op's inputs, outputs, attributes and shape inference,
+// with its float type variable T restricted to tensor(bfloat16). spec/autocast.md, "Schema
+// legality": the autocast pass runs such a node as its ai.ampc version instead of in FP32. ampc's
+// kernels run it in BF16 (FP32 accumulation); its model-local function casts to FP32, runs the
+// standard op and rounds the result to BF16, so any runtime that inlines functions runs it too.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "passes/ampc_function_text.h"
+
+namespace ampc {
+
+// The ops that have one.
+const std::vector<std::string>& AmpcVersionOps();
+
+// Whether `node` (default domain) has an ai.ampc version for elem type `dtype`.
+bool HasAmpcVersion(const onnx::NodeProto& node, int dtype);
+// Whether `node` is one of the ai.ampc versions.
+bool IsAmpcVersion(const onnx::NodeProto& node);
+
+// What the node's model-local function depends on besides the op: its arity and the names of the
+// attributes it states (the body references exactly those; libonnx 1.12 expands a reference to a
+// missing attribute as an empty one). Nodes of one op share one function, so they must agree.
+std::string AmpcVersionSignature(const onnx::NodeProto& node);
+
+// Registers the schemas (called by RegisterAmpcSchemas).
+void RegisterAmpcVersionSchemas();
+
+// The body of ai.ampc version `node`; NotFound for any other node.
+absl::StatusOr<FunctionText> AmpcVersionBody(const onnx::NodeProto& node);
+
+// Adds the ai.ampc opset import and a model-local function for every op of the ai.ampc versions
+// the model's nodes (subgraphs included) use and the model does not carry yet, over the model's
+// default-domain opset. InvalidArgument naming the node when two nodes of one op differ in
+// signature.
+absl::Status AddAmpcVersionFunctions(onnx::ModelProto& model);
+
+}  // namespace ampc
