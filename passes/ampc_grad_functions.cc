@@ -221,8 +221,8 @@ dbias = CastLike (db_flat, scale)
 )"};
 }
 
-// The scatter adds in FP64 (exact for every float type, rounded once by the CastLike): onnxruntime's
-// CPU provider has no FP16 ScatterElements with reduction add.
+// The scatter adds in FP64 (exact for every float type, rounded once by the CastLike):
+// onnxruntime's CPU provider has no FP16 ScatterElements with reduction add.
 Body MaxPoolGradBody() {
   return {{"dy", "indices", "x"}, {"dx"}, {}, R"(
 flat = Constant <value_ints = [-1]> ()
@@ -241,8 +241,23 @@ dx = Reshape (sum_t, x_shape)
 
 }  // namespace
 
+// `body` computing in FP32: every input cast to float, every result cast back like input 0.
+Body InFp32(const Body& body) {
+  Body wide{{}, {}, body.attributes, ""};
+  for (const std::string& input : body.inputs) {
+    wide.inputs.push_back(input + "_in");
+    absl::StrAppend(&wide.nodes, input, " = Cast <to = 1> (", input, "_in)\n");
+  }
+  absl::StrAppend(&wide.nodes, body.nodes);
+  for (const std::string& output : body.outputs) {
+    wide.outputs.push_back(output + "_out");
+    absl::StrAppend(&wide.nodes, output, "_out = CastLike (", output, ", ", wide.inputs[0], ")\n");
+  }
+  return wide;
+}
+
 absl::StatusOr<onnx::FunctionProto> GradientFunctionBody(const onnx::NodeProto& node,
-                                                         int onnx_opset) {
+                                                         int onnx_opset, bool in_fp32) {
   const std::string& op = node.op_type();
   Body body;
   if (op == "SoftmaxGrad") {
@@ -260,9 +275,9 @@ absl::StatusOr<onnx::FunctionProto> GradientFunctionBody(const onnx::NodeProto& 
   } else if (op == "MaxPoolGrad") {
     body = MaxPoolGradBody();
   } else if (op == "ConvGrad") {
-    body = ConvGradBody(node);
+    body = in_fp32 ? InFp32(ConvGradBody(node)) : ConvGradBody(node);
   } else if (op == "AveragePoolGrad") {
-    body = AveragePoolGradBody(node);
+    body = in_fp32 ? InFp32(AveragePoolGradBody(node)) : AveragePoolGradBody(node);
   } else {
     return absl::NotFoundError(absl::StrCat("ai.ampc.", op, " has no function body"));
   }

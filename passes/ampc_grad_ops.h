@@ -20,8 +20,10 @@ void RegisterGradientOpSchemas();
 // an AveragePoolGrad states (the ones it leaves out are ONNX's defaults in the body). A node
 // calling the function states every attribute the body reads as a value (IR 8: no defaults);
 // ConvGrad's attributes only pass on to Conv and ConvTranspose, whose defaults are Conv's, so it
-// may leave any of them out. NotFound for an op without a body.
+// may leave any of them out. NotFound for an op without a body. With `in_fp32`, ConvGrad's and
+// AveragePoolGrad's bodies cast their inputs to FP32 and their results back (CastLike): for BF16
+// nodes, since the Conv and ConvTranspose they call have no bfloat16 before opset 22.
 absl::StatusOr<onnx::FunctionProto> GradientFunctionBody(const onnx::NodeProto& node,
-                                                         int onnx_opset = 17);
+                                                         int onnx_opset = 17, bool in_fp32 = false);
 
 }  // namespace ampc

@@ -110,6 +110,7 @@ class Planner {
     if (!options_.lower_node_regex.empty()) {
       lower_ = std::make_unique<RE2>(options_.lower_node_regex);
     }
+    training_ = context.training.enabled;
     if (opsets_.contains(kAmpcDomain)) SeedVersions(context.model.graph());
   }
 
@@ -128,7 +129,8 @@ class Planner {
                     const FloatSupport& support, bool loss, NodePlan& plan, bool& deferred);
   int CheckLegality(const onnx::NodeProto& node, const FloatSupport& support, int dtype,
                     NodePlan& plan);
-  bool UsesAmpcVersion(const onnx::NodeProto& node, int dtype, std::string& why_not);
+  bool UsesAmpcVersion(const onnx::NodeProto& node, const std::string& name, int dtype,
+                       std::string& why_not);
   void ApplyDtype(const onnx::NodeProto& node, const FloatSupport& support,
                   const NodeTypes& original, int dtype, NodePlan& plan);
   void ResolveDeferred(const GraphIndex& index, std::vector<Deferred>& deferred);
@@ -149,6 +151,8 @@ class Planner {
   // Per op with an ai.ampc version: the signature its one model-local function is built for, and
   // the node that fixed it.
   absl::flat_hash_map<std::string, std::pair<std::string, std::string>> versions_;
+  bool training_ = false;
+  const GraphIndex* index_ = nullptr;  // of the graph whose node is being planned
 };
 
 void Planner::PlanGraph(const GraphIndex& index, const Scope* outer, bool top_level) {
@@ -182,6 +186,7 @@ void Planner::PlanGraph(const GraphIndex& index, const Scope* outer, bool top_le
       original.outputs.push_back(output.empty() ? 0 : ElemType(index.Type(output)));
     }
     FloatSupport support(node, opsets_, original.inputs);
+    index_ = &index;  // again after each subgraph
     NodePlan& plan = plan_.nodes[&node];
     plan.name = node.name().empty() ? absl::StrCat(graph.name(), "#", i) : node.name();
     plan_.order.push_back(&node);
@@ -227,6 +232,7 @@ bool Planner::PlanNode(const onnx::NodeProto& node, const std::string& name,
 
 int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
                            const FloatSupport& support, bool loss, NodePlan& plan, bool& deferred) {
+  plan.ampc_version = false;
   if (HasSubgraph(node)) {
     plan.rule = "control flow: signature kept, bodies planned by the same rules";
     return 0;
@@ -296,8 +302,9 @@ int Planner::CheckLegality(const onnx::NodeProto& node, const FloatSupport& supp
     const std::string schema = absl::StrCat("schema ", support.SchemaName(), " does not allow ",
                                             DtypeName(dtype), " for ", support.main_var());
     std::string why_not;
-    if (UsesAmpcVersion(node, dtype, why_not)) {
+    if (UsesAmpcVersion(node, plan.name, dtype, why_not)) {
       plan.rule = absl::StrCat(plan.rule, "; ", schema, ": runs as ai.ampc.", node.op_type());
+      plan.ampc_version = true;
       return dtype;
     }
     plan.rule = absl::StrCat(plan.rule, "; but ", schema, why_not, ": FP32");
@@ -322,7 +329,7 @@ int Planner::CheckLegality(const onnx::NodeProto& node, const FloatSupport& supp
 void Planner::SeedVersions(const onnx::GraphProto& graph) {
   for (const onnx::NodeProto& node : graph.node()) {
     if (IsAmpcVersion(node)) {
-      versions_.try_emplace(node.op_type(), AmpcVersionSignature(node), node.name());
+      versions_.try_emplace(node.op_type(), AmpcVersionSignature(node, training_), node.name());
     }
     for (const onnx::AttributeProto& attribute : node.attribute()) {
       if (attribute.has_g()) SeedVersions(attribute.g());
@@ -332,14 +339,18 @@ void Planner::SeedVersions(const onnx::GraphProto& graph) {
 }
 
 // Whether the node can run as its ai.ampc version; `why_not` is empty or says why it cannot.
-bool Planner::UsesAmpcVersion(const onnx::NodeProto& node, int dtype, std::string& why_not) {
+bool Planner::UsesAmpcVersion(const onnx::NodeProto& node, const std::string& name, int dtype,
+                              std::string& why_not) {
   if (!HasAmpcVersion(node, dtype)) return false;
   if (!options_.ampc_versions) {
     why_not = absl::StrCat(" (--standard-ops: no ai.ampc.", node.op_type(), ")");
     return false;
   }
-  const std::string signature = AmpcVersionSignature(node);
-  auto [it, first] = versions_.try_emplace(node.op_type(), signature, node.name());
+  onnx::NodeProto stated = node;  // as insert-casts will state its attributes
+  StateDefaultAttributes(stated, index_->Type(node.input(0)),
+                         node.input_size() > 1 ? index_->Type(node.input(1)) : nullptr);
+  const std::string signature = AmpcVersionSignature(stated, training_);
+  auto [it, first] = versions_.try_emplace(node.op_type(), signature, name);
   if (first || it->second.first == signature) return true;
   why_not = absl::StrCat(", and ai.ampc.", node.op_type(), "'s one model-local function is for ",
                          it->second.first, " (node '", it->second.second, "'), not ", signature);
@@ -357,8 +368,6 @@ float Planner::MaxAbs(const TensorProto& tensor) {
 void Planner::ApplyDtype(const onnx::NodeProto& node, const FloatSupport& support,
                          const NodeTypes& original, int dtype, NodePlan& plan) {
   plan.dtype = dtype;
-  plan.ampc_version = dtype != 0 && dtype != TensorProto::FLOAT && support.schema() != nullptr &&
-                      !support.MainAdmits(dtype);
   const bool keeps_all = dtype == 0 && !(node.op_type() == "Cast" && node.domain().empty());
   for (int slot = 0; slot < node.input_size(); ++slot) {
     const int before = original.inputs[slot];

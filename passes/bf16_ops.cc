@@ -1,11 +1,13 @@
 #include "passes/bf16_ops.h"
 
+#include <onnx/defs/attr_proto_util.h>
 #include <onnx/defs/schema.h>
 
 #include <algorithm>
 #include <map>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "passes/ampc_ops.h"
@@ -18,7 +20,7 @@ using onnx::TensorProto;
 
 // The ops, and the standard schema each copies (the latest up to opset 17).
 constexpr const char* kOps[] = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool"};
-constexpr int kStandardOpset = 17;
+constexpr int kStandardOpset = kAmpcVersionStandardOpset;
 constexpr char kFloatVar[] = "T";
 
 bool InTable(const std::string& op) {
@@ -123,14 +125,57 @@ bool IsAmpcVersion(const onnx::NodeProto& node) {
   return node.domain() == kAmpcDomain && InTable(node.op_type());
 }
 
-std::string AmpcVersionSignature(const onnx::NodeProto& node) {
+void StateDefaultAttributes(onnx::NodeProto& node, const onnx::TypeProto* input,
+                            const onnx::TypeProto* weight) {
+  const OpSchema* standard = Standard(node.op_type());
+  if (standard == nullptr) return;
+  absl::flat_hash_map<std::string, const onnx::AttributeProto*> stated;
+  for (const onnx::AttributeProto& a : node.attribute()) stated[a.name()] = &a;
+  const auto dims = [](const onnx::TypeProto* type) {
+    std::vector<int64_t> d;
+    if (type == nullptr || !type->tensor_type().has_shape()) return d;
+    for (const auto& dim : type->tensor_type().shape().dim()) {
+      d.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+    }
+    return d;
+  };
+  const std::vector<int64_t> x = dims(input), w = dims(weight);
+  const int spatial = static_cast<int>(x.size()) - 2;
+  const bool explicit_pads = !stated.contains("auto_pad") || stated.at("auto_pad")->s() == "NOTSET";
+  std::vector<onnx::AttributeProto> added;
+  for (const auto& [name, a] : standard->attributes()) {
+    if (stated.contains(name)) continue;
+    onnx::AttributeProto value;
+    if (a.default_value.type() != onnx::AttributeProto::UNDEFINED) {
+      value = a.default_value;
+    } else if (spatial <= 0) {
+      continue;
+    } else if (name == "strides" || name == "dilations") {
+      value = onnx::MakeAttribute(name, std::vector<int64_t>(spatial, 1));
+    } else if (name == "pads" && explicit_pads) {
+      value = onnx::MakeAttribute(name, std::vector<int64_t>(2 * spatial, 0));
+    } else if (name == "kernel_shape" && w.size() == x.size() &&
+               std::all_of(w.begin() + 2, w.end(), [](int64_t d) { return d > 0; })) {
+      value = onnx::MakeAttribute(name, std::vector<int64_t>(w.begin() + 2, w.end()));
+    } else {
+      continue;
+    }
+    value.set_name(name);
+    added.push_back(std::move(value));
+  }
+  for (onnx::AttributeProto& a : added) *node.add_attribute() = std::move(a);
+}
+
+std::string AmpcVersionSignature(const onnx::NodeProto& node, bool training) {
   std::vector<std::string> names;
   for (const onnx::AttributeProto& attribute : node.attribute()) names.push_back(attribute.name());
   std::sort(names.begin(), names.end());
   const auto count = [](int n, const char* what) {
     return absl::StrCat(n, " ", what, n == 1 ? "" : "s");
   };
-  return absl::StrCat(count(node.input_size(), "input"), ", ", count(node.output_size(), "output"),
+  int outputs = node.output_size();
+  if (training && node.op_type() == "MaxPool") outputs = std::max(outputs, 2);
+  return absl::StrCat(count(node.input_size(), "input"), ", ", count(outputs, "output"),
                       ", attributes {", absl::StrJoin(names, ", "), "}");
 }
 
@@ -182,16 +227,21 @@ absl::Status AddAmpcVersionFunctions(onnx::ModelProto& model) {
   ForEachNode(model.graph(), [&](const onnx::NodeProto& node) {
     if (!IsAmpcVersion(node) || !status.ok()) return;
     auto [it, inserted] = first.emplace(node.op_type(), &node);
-    if (inserted || AmpcVersionSignature(node) == AmpcVersionSignature(*it->second)) return;
+    const std::string signature = AmpcVersionSignature(node, false);
+    if (inserted || signature == AmpcVersionSignature(*it->second, false)) return;
     status = absl::InvalidArgumentError(absl::StrCat(
-        "node '", node.name(), "' (ai.ampc.", node.op_type(), ") has ", AmpcVersionSignature(node),
-        " but node '", it->second->name(), "' has ", AmpcVersionSignature(*it->second),
+        "node '", node.name(), "' (ai.ampc.", node.op_type(), ") has ", signature, " but node '",
+        it->second->name(), "' has ", AmpcVersionSignature(*it->second, false),
         "; one model-local function serves every node of an op"));
   });
   if (!status.ok() || first.empty()) return status;
-  for (const onnx::FunctionProto& function : model.functions()) {
-    if (function.domain() == kAmpcDomain) first.erase(function.name());
+  auto& functions = *model.mutable_functions();
+  for (int i = functions.size() - 1; i >= 0; --i) {
+    if (functions.Get(i).domain() == kAmpcDomain && first.contains(functions.Get(i).name())) {
+      functions.DeleteSubrange(i, 1);
+    }
   }
+  if (model.ir_version() < 8) model.set_ir_version(8);
   int opset = kStandardOpset;
   bool imports_ampc = false;
   for (const onnx::OperatorSetIdProto& import : model.opset_import()) {

@@ -26,10 +26,22 @@ bool HasAmpcVersion(const onnx::NodeProto& node, int dtype);
 // Whether `node` is one of the ai.ampc versions.
 bool IsAmpcVersion(const onnx::NodeProto& node);
 
+// The default-domain opset whose op each version is (their schemas are copies of these).
+inline constexpr int kAmpcVersionStandardOpset = 17;
+
+// States the attributes `node` leaves at their defaults, where that needs no more than the rank
+// of its input `input` and, for Conv, the dims of its weight `weight` (either null or without a
+// shape when unknown): the schema's defaults (group, auto_pad, ceil_mode, ...), strides and
+// dilations as ones, pads as zeros (unless auto_pad pads), Conv's kernel_shape from the weight.
+// Nodes of one op then state the same attributes, as one model-local function needs.
+void StateDefaultAttributes(onnx::NodeProto& node, const onnx::TypeProto* input,
+                            const onnx::TypeProto* weight);
+
 // What the node's model-local function depends on besides the op: its arity and the names of the
 // attributes it states (the body references exactly those; libonnx 1.12 expands a reference to a
 // missing attribute as an empty one). Nodes of one op share one function, so they must agree.
-std::string AmpcVersionSignature(const onnx::NodeProto& node);
+// In a training model every MaxPool states its indices (the step's MaxPoolGrad reads them).
+std::string AmpcVersionSignature(const onnx::NodeProto& node, bool training);
 
 // Registers the schemas (called by RegisterAmpcSchemas).
 void RegisterAmpcVersionSchemas();
@@ -37,10 +49,10 @@ void RegisterAmpcVersionSchemas();
 // The body of ai.ampc version `node`; NotFound for any other node.
 absl::StatusOr<FunctionText> AmpcVersionBody(const onnx::NodeProto& node);
 
-// Adds the ai.ampc opset import and a model-local function for every op of the ai.ampc versions
-// the model's nodes (subgraphs included) use and the model does not carry yet, over the model's
-// default-domain opset. InvalidArgument naming the node when two nodes of one op differ in
-// signature.
+// Gives the model the ai.ampc opset import (and IR version 8, the first with functions) and one
+// model-local function per op of the ai.ampc versions its nodes (subgraphs included) use, over
+// its default-domain opset, replacing any function of that name the model had. InvalidArgument
+// naming the node when two nodes of one op differ in signature.
 absl::Status AddAmpcVersionFunctions(onnx::ModelProto& model);
 
 }  // namespace ampc

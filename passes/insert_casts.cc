@@ -69,7 +69,7 @@ struct Shared {
   // Output names replaced during the pass, kept alive: the graph indexes key values by views of
   // the names in the model, and a renamed output must stay findable by its old name.
   std::vector<std::unique_ptr<std::string>> retired_names;
-  bool ampc_versions = false;  // a node became its ai.ampc version
+  bool ampc_versions = false;  // the graph has ai.ampc versions of standard ops
   bool training = false;       // a training step follows
 };
 
@@ -128,7 +128,7 @@ class GraphRewriter {
   void RenameMismatchedOutputs();
   void SeedScope();
   void RewriteNode(int position);
-  void BecomeAmpcVersion(NodeProto& node);
+  void FinishAmpcVersion(NodeProto& node);
   std::string Convert(const std::string& key, const Value& value, int dtype,
                       const std::string& output_name = "");
   std::string ConvertConstant(const std::string& key, const Value& value, int dtype);
@@ -231,6 +231,10 @@ void GraphRewriter::RewriteNode(int position) {
   NodeProto& node = *graph_.mutable_node(position);
   auto planned = plan_.nodes.find(&node);
   NodePlan* plan = planned == plan_.nodes.end() ? nullptr : &planned->second;
+  if (plan != nullptr && plan->ampc_version) {
+    StateDefaultAttributes(node, index_.Type(node.input(0)),
+                           node.input_size() > 1 ? index_.Type(node.input(1)) : nullptr);
+  }
   for (int slot = 0; slot < node.input_size(); ++slot) {
     if (node.input(slot).empty()) continue;
     const Value* value = scope_.Find(node.input(slot));
@@ -272,11 +276,11 @@ void GraphRewriter::RewriteNode(int position) {
     scope_[key] = Value{dtype, name, position, constant_node ? &node.attribute(0).t() : nullptr,
                         index_.Type(key)};
   }
-  if (plan != nullptr && plan->ampc_version) BecomeAmpcVersion(node);
+  if (plan != nullptr && plan->ampc_version) node.set_domain(kAmpcDomain);
+  if (IsAmpcVersion(node)) FinishAmpcVersion(node);
 }
 
-void GraphRewriter::BecomeAmpcVersion(NodeProto& node) {
-  node.set_domain(kAmpcDomain);
+void GraphRewriter::FinishAmpcVersion(NodeProto& node) {
   shared_.ampc_versions = true;
   // The training step's MaxPoolGrad reads the indices. Stated here, the model's and the step's
   // calls of ai.ampc.MaxPool have one arity, so one model-local function serves both.

@@ -272,8 +272,9 @@ absl::Status CheckLoss(const GraphIndex& index, const std::string& loss) {
 
 // Model-local functions for the ai.ampc ops of `algorithm` that have a body (a warning for each
 // that has none yet). Some bodies follow what a node states (auto_pad, a loss's reduction): every
-// node of an op must get the first one's body, since IR 8 allows one function per op name.
-absl::Status AddFunctions(onnx::ModelProto& model, const onnx::GraphProto& algorithm,
+// node of an op must get the first one's body, since IR 8 allows one function per op name. In a
+// BF16 model the convolution gradients' bodies compute in FP32 (GradientFunctionBody).
+absl::Status AddFunctions(onnx::ModelProto& model, const onnx::GraphProto& algorithm, int low_dtype,
                           std::vector<std::string>& warnings) {
   absl::flat_hash_map<std::string, std::pair<std::string, std::string>> done;  // name, body
   for (const onnx::NodeProto& node : algorithm.node()) {
@@ -281,7 +282,9 @@ absl::Status AddFunctions(onnx::ModelProto& model, const onnx::GraphProto& algor
     if (node.domain() != kAmpcDomain || IsAmpcVersion(node)) continue;
     absl::StatusOr<onnx::FunctionProto> body =
         AmpcFunctionBody(node.op_type(), node.input_size(), node.output_size());
-    if (absl::IsNotFound(body.status())) body = GradientFunctionBody(node);
+    if (absl::IsNotFound(body.status())) {
+      body = GradientFunctionBody(node, 17, low_dtype == onnx::TensorProto::BFLOAT16);
+    }
     if (absl::IsNotFound(body.status())) {
       if (done.emplace(node.op_type(), std::make_pair(node.name(), "")).second)
         warnings.push_back(absl::StrCat("ai.ampc.", node.op_type(), " has no function body yet"));
@@ -473,7 +476,7 @@ absl::Status AssembleTrainingStep(onnx::ModelProto& model, const TrainingOptions
     opset.set_version(kAmpcOpsetVersion);
   }
   RecordTrainerSettings(model, options);
-  return AddFunctions(model, step, warnings);
+  return AddFunctions(model, step, low_dtype, warnings);
 }
 
 absl::StatusOr<bool> TrainingStep::Run(ModelContext& context) {

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "passes/bf16_ops.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/tensor_proto.h"
 
@@ -225,9 +226,13 @@ absl::Status GraphExecutor::AddNode(const onnx::NodeProto& node, const ExecutorE
     }
     step->implicit_inputs.push_back(slot->second);
   }
-  step->info.reset(new KernelInfo{node, opset == env.opsets.end() ? 0 : opset->second,
-                                  std::move(input_types), std::move(output_types), env.backend,
-                                  std::move(implicit), nullptr});
+  // An ai.ampc version is the standard op of that opset (its attributes mean what they mean
+  // there: MaxPool's ceil_mode and dilations, for instance).
+  const int version = IsAmpcVersion(node)         ? kAmpcVersionStandardOpset
+                      : opset == env.opsets.end() ? 0
+                                                  : opset->second;
+  step->info.reset(new KernelInfo{node, version, std::move(input_types), std::move(output_types),
+                                  env.backend, std::move(implicit), nullptr});
   // `types` outlives kernel creation, the only time subgraphs are built.
   step->info->build_subgraph = [&env, &types](const onnx::GraphProto& g) {
     return GraphExecutor::Create(g, env, types);

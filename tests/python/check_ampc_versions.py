@@ -18,6 +18,12 @@ here with onnx.helper):
     --lower-node; a lone MaxPool would follow its FP32 input), rounded once the same way;
   - both are within FP32_ATOL * max|y| of the float32 model run by onnxruntime: a few bfloat16
     roundings (2^-9 relative each) of O(1) values.
+A small CNN (Conv, BatchNormalization, Relu, MaxPool, grouped Conv, AveragePool,
+GlobalAveragePool, Gemm, SoftmaxCrossEntropyLoss) is also compiled with `--train --dtype=bf16`:
+its forward's Conv and pools are ai.ampc versions, and the training step written by `ampc
+extract-step` passes the full check too, so the gradient ops' bodies (ConvGrad, MaxPoolGrad,
+AveragePoolGrad) are valid on BF16 tensors. (onnxruntime's CPU provider has no BF16
+BatchNormalization, so the step is not run here.)
 Exit 1 on any failure.
 """
 
@@ -127,6 +133,59 @@ def check(name: str, fp32: onnx.ModelProto, ampc: str, tmp: pathlib.Path) -> lis
     return errors
 
 
+def training_model() -> onnx.ModelProto:
+    rng = np.random.default_rng(3)
+
+    def weight(name, *shape):
+        return helper.make_tensor(name, TensorProto.FLOAT, shape,
+                                  rng.uniform(-0.5, 0.5, shape).astype(np.float32).ravel())
+
+    inits = [weight("w1", 4, 3, 3, 3), weight("b1", 4),
+             helper.make_tensor("scale", TensorProto.FLOAT, [4], [1.0] * 4),
+             helper.make_tensor("shift", TensorProto.FLOAT, [4], [0.0] * 4),
+             helper.make_tensor("mean", TensorProto.FLOAT, [4], [0.0] * 4),
+             helper.make_tensor("var", TensorProto.FLOAT, [4], [1.0] * 4),
+             weight("w2", 4, 2, 3, 3), weight("b2", 4), weight("fc", 4, 5), weight("fc_b", 5)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c1", "scale", "shift", "mean", "var"], ["n1"]),
+        helper.make_node("Relu", ["n1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], group=2, pads=[1, 1, 1, 1]),
+        helper.make_node("AveragePool", ["c2"], ["p2"], kernel_shape=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("GlobalAveragePool", ["p2"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "fc", "fc_b"], ["logits"]),
+        helper.make_node("SoftmaxCrossEntropyLoss", ["logits", "label"], ["loss"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8]),
+         helper.make_tensor_value_info("label", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def check_training(ampc: str, tmp: pathlib.Path) -> list[str]:
+    src, train, step = tmp / "cnn.onnx", tmp / "cnn.bf16.train.onnx", tmp / "cnn.step.onnx"
+    onnx.save(training_model(), src)
+    subprocess.run([ampc, str(src), "-o", str(train), "--train", "--loss", "loss",
+                    "--dtype=bf16"], check=True, capture_output=True)
+    subprocess.run([ampc, "extract-step", str(train), "-o", str(step), "--with-state"],
+                   check=True, capture_output=True)
+    errors = []
+    versions = [n.op_type for n in onnx.load(train).graph.node if n.domain == "ai.ampc"]
+    if sorted(versions) != ["AveragePool", "Conv", "Conv", "GlobalAveragePool", "MaxPool"]:
+        errors.append(f"cnn --train: ai.ampc versions {versions}")
+    try:
+        onnx.checker.check_model(onnx.load(step), full_check=True)
+    except Exception as error:  # noqa: BLE001 (the checker raises several types)
+        errors.append(f"cnn --train: the extracted BF16 step fails the full check: "
+                      f"{str(error).splitlines()[0][:300]}")
+    print(f"cnn --train --dtype=bf16: {len(versions)} ai.ampc versions; step checked")
+    return errors
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ampc", required=True)
@@ -135,6 +194,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ampc-versions-") as tmp:
         for name, m in models().items():
             errors += check(name, m, args.ampc, pathlib.Path(tmp))
+        errors += check_training(args.ampc, pathlib.Path(tmp))
     for error in errors:
         print("FAIL", error)
     print(f"{len(models())} models, onnxruntime {ort.__version__}, onnx {onnx.__version__}: "

@@ -119,6 +119,17 @@ TEST(AmpcVersionTest, PoolsAreFp32RoundedOnceAndTheirBodiesAgree) {
              {{2, 2, 5, 5}},
              {"$T[2,2,5,5]"}});
   CheckCase({"GlobalAveragePool", "", {{2, 3, 4, 5}}, {"$T[2,3,1,1]"}});
+  // Attributes the pool kernels honour from opset 10 on: the versions are the opset-17 ops.
+  CheckCase({"MaxPool",
+             "kernel_shape = [3, 3], strides = [2, 2], ceil_mode = 1",
+             {{1, 2, 8, 8}},
+             {"$T[1,2,4,4]"}});
+  CheckCase(
+      {"MaxPool", "kernel_shape = [2, 2], dilations = [2, 2]", {{1, 2, 8, 8}}, {"$T[1,2,6,6]"}});
+  CheckCase({"AveragePool",
+             "kernel_shape = [3, 3], strides = [2, 2], ceil_mode = 1",
+             {{1, 2, 8, 8}},
+             {"$T[1,2,4,4]"}});
 }
 
 bool InfersStrictly(onnx::ModelProto model) {
