@@ -327,9 +327,11 @@ int Planner::CheckLegality(const onnx::NodeProto& node, const FloatSupport& supp
 }
 
 void Planner::SeedVersions(const onnx::GraphProto& graph) {
-  for (const onnx::NodeProto& node : graph.node()) {
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto& node = graph.node(i);
     if (IsAmpcVersion(node)) {
-      versions_.try_emplace(node.op_type(), AmpcVersionSignature(node, training_), node.name());
+      versions_.try_emplace(node.op_type(), AmpcVersionSignature(node, training_),
+                            node.name().empty() ? absl::StrCat(graph.name(), "#", i) : node.name());
     }
     for (const onnx::AttributeProto& attribute : node.attribute()) {
       if (attribute.has_g()) SeedVersions(attribute.g());

@@ -92,10 +92,13 @@ OpSchema AmpcVersionSchema(const OpSchema& standard) {
 }
 
 // Visits every node of `graph` and its subgraphs.
+// Visits every node of `graph` and its subgraphs with its name for messages ("graph#i" when
+// unnamed, as explain names it).
 template <typename Visit>
 void ForEachNode(const onnx::GraphProto& graph, const Visit& visit) {
-  for (const onnx::NodeProto& node : graph.node()) {
-    visit(node);
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto& node = graph.node(i);
+    visit(node, node.name().empty() ? absl::StrCat(graph.name(), "#", i) : node.name());
     for (const onnx::AttributeProto& attribute : node.attribute()) {
       if (attribute.has_g()) ForEachNode(attribute.g(), visit);
       for (const onnx::GraphProto& sub : attribute.graphs()) ForEachNode(sub, visit);
@@ -129,22 +132,30 @@ void StateDefaultAttributes(onnx::NodeProto& node, const onnx::TypeProto* input,
                             const onnx::TypeProto* weight) {
   const OpSchema* standard = Standard(node.op_type());
   if (standard == nullptr) return;
+  // Conv's kernel_shape must equal the weight's dims, from which ONNX infers it: left out, it
+  // never makes two Convs differ.
+  auto& attributes = *node.mutable_attribute();
+  for (int i = attributes.size() - 1; i >= 0; --i) {
+    if (node.op_type() == "Conv" && attributes.Get(i).name() == "kernel_shape") {
+      attributes.DeleteSubrange(i, 1);
+    }
+  }
   absl::flat_hash_map<std::string, const onnx::AttributeProto*> stated;
   for (const onnx::AttributeProto& a : node.attribute()) stated[a.name()] = &a;
-  const auto dims = [](const onnx::TypeProto* type) {
-    std::vector<int64_t> d;
-    if (type == nullptr || !type->tensor_type().has_shape()) return d;
-    for (const auto& dim : type->tensor_type().shape().dim()) {
-      d.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
-    }
-    return d;
+  const auto rank = [](const onnx::TypeProto* type) {
+    return type == nullptr || !type->tensor_type().has_shape()
+               ? -1
+               : type->tensor_type().shape().dim_size();
   };
-  const std::vector<int64_t> x = dims(input), w = dims(weight);
-  const int spatial = static_cast<int>(x.size()) - 2;
+  // Spatial dims: the weight's rank (known even with symbolic dims), the pool's kernel_shape (it
+  // is required), else the input's rank.
+  int spatial = rank(weight) - 2;
+  if (stated.contains("kernel_shape")) spatial = stated.at("kernel_shape")->ints_size();
+  if (spatial <= 0) spatial = rank(input) - 2;
   const bool explicit_pads = !stated.contains("auto_pad") || stated.at("auto_pad")->s() == "NOTSET";
   std::vector<onnx::AttributeProto> added;
   for (const auto& [name, a] : standard->attributes()) {
-    if (stated.contains(name)) continue;
+    if (stated.contains(name) || (node.op_type() == "Conv" && name == "kernel_shape")) continue;
     onnx::AttributeProto value;
     if (a.default_value.type() != onnx::AttributeProto::UNDEFINED) {
       value = a.default_value;
@@ -154,9 +165,6 @@ void StateDefaultAttributes(onnx::NodeProto& node, const onnx::TypeProto* input,
       value = onnx::MakeAttribute(name, std::vector<int64_t>(spatial, 1));
     } else if (name == "pads" && explicit_pads) {
       value = onnx::MakeAttribute(name, std::vector<int64_t>(2 * spatial, 0));
-    } else if (name == "kernel_shape" && w.size() == x.size() &&
-               std::all_of(w.begin() + 2, w.end(), [](int64_t d) { return d > 0; })) {
-      value = onnx::MakeAttribute(name, std::vector<int64_t>(w.begin() + 2, w.end()));
     } else {
       continue;
     }
@@ -222,27 +230,22 @@ absl::StatusOr<FunctionText> AmpcVersionBody(const onnx::NodeProto& node) {
 }
 
 absl::Status AddAmpcVersionFunctions(onnx::ModelProto& model) {
-  std::map<std::string, const onnx::NodeProto*> first;  // op -> the first node using it
+  // op -> the first node using it, and that node's name
+  std::map<std::string, std::pair<const onnx::NodeProto*, std::string>> first;
   absl::Status status;
-  ForEachNode(model.graph(), [&](const onnx::NodeProto& node) {
+  ForEachNode(model.graph(), [&](const onnx::NodeProto& node, const std::string& name) {
     if (!IsAmpcVersion(node) || !status.ok()) return;
-    auto [it, inserted] = first.emplace(node.op_type(), &node);
+    auto [it, inserted] = first.try_emplace(node.op_type(), &node, name);
     const std::string signature = AmpcVersionSignature(node, false);
-    if (inserted || signature == AmpcVersionSignature(*it->second, false)) return;
-    status = absl::InvalidArgumentError(absl::StrCat(
-        "node '", node.name(), "' (ai.ampc.", node.op_type(), ") has ", signature, " but node '",
-        it->second->name(), "' has ", AmpcVersionSignature(*it->second, false),
-        "; one model-local function serves every node of an op"));
+    const std::string wanted = AmpcVersionSignature(*it->second.first, false);
+    if (inserted || signature == wanted) return;
+    status = absl::InvalidArgumentError(
+        absl::StrCat("node '", name, "' (ai.ampc.", node.op_type(), ") has ", signature,
+                     " but node '", it->second.second, "' has ", wanted,
+                     "; one model-local function serves every node of an op"));
   });
   if (!status.ok() || first.empty()) return status;
-  auto& functions = *model.mutable_functions();
-  for (int i = functions.size() - 1; i >= 0; --i) {
-    if (functions.Get(i).domain() == kAmpcDomain && first.contains(functions.Get(i).name())) {
-      functions.DeleteSubrange(i, 1);
-    }
-  }
-  if (model.ir_version() < 8) model.set_ir_version(8);
-  int opset = kStandardOpset;
+  int opset = 0;
   bool imports_ampc = false;
   for (const onnx::OperatorSetIdProto& import : model.opset_import()) {
     if (import.domain().empty() || import.domain() == "ai.onnx") {
@@ -250,17 +253,28 @@ absl::Status AddAmpcVersionFunctions(onnx::ModelProto& model) {
     }
     imports_ampc = imports_ampc || import.domain() == kAmpcDomain;
   }
+  if (opset < 13) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ai.ampc.", first.begin()->first, " (node '", first.begin()->second.second,
+                     "') needs default-domain opset 13 or later (bfloat16 Cast), not ", opset));
+  }
   if (!imports_ampc) {
     onnx::OperatorSetIdProto& import = *model.add_opset_import();
     import.set_domain(kAmpcDomain);
     import.set_version(kAmpcOpsetVersion);
   }
-  for (const auto& [op, node] : first) {
-    absl::StatusOr<FunctionText> body = AmpcVersionBody(*node);
+  if (model.ir_version() < 8) model.set_ir_version(8);
+  for (const auto& [op, entry] : first) {
+    absl::StatusOr<FunctionText> body = AmpcVersionBody(*entry.first);
     if (!body.ok()) return body.status();
     absl::StatusOr<onnx::FunctionProto> function = ParseAmpcFunction(op, *body, opset);
     if (!function.ok()) return function.status();
-    *model.add_functions() = *std::move(function);
+    // Rebuilt where the model has it (the nodes may have gained outputs), else appended.
+    onnx::FunctionProto* slot = nullptr;
+    for (onnx::FunctionProto& f : *model.mutable_functions()) {
+      if (f.domain() == kAmpcDomain && f.name() == op) slot = &f;
+    }
+    *(slot != nullptr ? slot : model.add_functions()) = *std::move(function);
   }
   return absl::OkStatus();
 }

@@ -29,11 +29,12 @@ bool IsAmpcVersion(const onnx::NodeProto& node);
 // The default-domain opset whose op each version is (their schemas are copies of these).
 inline constexpr int kAmpcVersionStandardOpset = 17;
 
-// States the attributes `node` leaves at their defaults, where that needs no more than the rank
-// of its input `input` and, for Conv, the dims of its weight `weight` (either null or without a
-// shape when unknown): the schema's defaults (group, auto_pad, ceil_mode, ...), strides and
-// dilations as ones, pads as zeros (unless auto_pad pads), Conv's kernel_shape from the weight.
-// Nodes of one op then state the same attributes, as one model-local function needs.
+// States the attributes `node` leaves at their defaults: the schema's defaults (group, auto_pad,
+// ceil_mode, ...), and where the number of spatial dims is known (from Conv's weight `weight`, a
+// pool's kernel_shape or the input `input`; either type null or without a shape when unknown)
+// strides and dilations as ones and pads as zeros (unless auto_pad pads). Conv's kernel_shape,
+// which must equal the weight's dims, is left out. Nodes of one op then state the same
+// attributes, as one model-local function needs.
 void StateDefaultAttributes(onnx::NodeProto& node, const onnx::TypeProto* input,
                             const onnx::TypeProto* weight);
 
@@ -51,8 +52,8 @@ absl::StatusOr<FunctionText> AmpcVersionBody(const onnx::NodeProto& node);
 
 // Gives the model the ai.ampc opset import (and IR version 8, the first with functions) and one
 // model-local function per op of the ai.ampc versions its nodes (subgraphs included) use, over
-// its default-domain opset, replacing any function of that name the model had. InvalidArgument
-// naming the node when two nodes of one op differ in signature.
+// its default-domain opset (13 or later), rebuilding in place any function of that name the
+// model had. InvalidArgument naming the node when two nodes of one op differ in signature.
 absl::Status AddAmpcVersionFunctions(onnx::ModelProto& model);
 
 }  // namespace ampc

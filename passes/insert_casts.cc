@@ -70,7 +70,6 @@ struct Shared {
   // the names in the model, and a renamed output must stay findable by its old name.
   std::vector<std::unique_ptr<std::string>> retired_names;
   bool ampc_versions = false;  // the graph has ai.ampc versions of standard ops
-  bool training = false;       // a training step follows
 };
 
 // Renames output `slot` of `node` with a new string object, moving the old one to `retired`
@@ -128,7 +127,6 @@ class GraphRewriter {
   void RenameMismatchedOutputs();
   void SeedScope();
   void RewriteNode(int position);
-  void FinishAmpcVersion(NodeProto& node);
   std::string Convert(const std::string& key, const Value& value, int dtype,
                       const std::string& output_name = "");
   std::string ConvertConstant(const std::string& key, const Value& value, int dtype);
@@ -277,16 +275,7 @@ void GraphRewriter::RewriteNode(int position) {
                         index_.Type(key)};
   }
   if (plan != nullptr && plan->ampc_version) node.set_domain(kAmpcDomain);
-  if (IsAmpcVersion(node)) FinishAmpcVersion(node);
-}
-
-void GraphRewriter::FinishAmpcVersion(NodeProto& node) {
-  shared_.ampc_versions = true;
-  // The training step's MaxPoolGrad reads the indices. Stated here, the model's and the step's
-  // calls of ai.ampc.MaxPool have one arity, so one model-local function serves both.
-  if (shared_.training && node.op_type() == "MaxPool" && node.output_size() == 1) {
-    node.add_output(shared_.names.Fresh(absl::StrCat(node.output(0), ".indices")));
-  }
+  shared_.ampc_versions = shared_.ampc_versions || IsAmpcVersion(node);
 }
 
 // A conversion made in this graph, or in an enclosing one (it precedes the node owning this
@@ -451,7 +440,6 @@ absl::StatusOr<bool> InsertCasts::Run(ModelContext& context) {
   Shared shared{
       *context.plan, NameAllocator(context.model), CastOpset(OpsetsOf(context.model)), {}, {}, {}};
   shared.master_weights = MasterWeights(context.model, context.training.enabled);
-  shared.training = context.training.enabled;
   GraphRewriter(*context.model.mutable_graph(), *index, nullptr, shared).Run();
   absl::flat_hash_set<std::string> reads;
   if (!shared.converted_initializers.empty()) {

@@ -272,19 +272,20 @@ absl::Status CheckLoss(const GraphIndex& index, const std::string& loss) {
 
 // Model-local functions for the ai.ampc ops of `algorithm` that have a body (a warning for each
 // that has none yet). Some bodies follow what a node states (auto_pad, a loss's reduction): every
-// node of an op must get the first one's body, since IR 8 allows one function per op name. In a
-// BF16 model the convolution gradients' bodies compute in FP32 (GradientFunctionBody).
+// node of an op must get the first one's body, since IR 8 allows one function per op name. With
+// BF16 convolutions the convolution gradients' bodies compute in FP32 (GradientFunctionBody).
 absl::Status AddFunctions(onnx::ModelProto& model, const onnx::GraphProto& algorithm, int low_dtype,
                           std::vector<std::string>& warnings) {
+  // BF16 convolutions: compiled for BF16, or ai.ampc versions already in the input.
+  bool bf16 = low_dtype == onnx::TensorProto::BFLOAT16;
+  for (const onnx::NodeProto& node : algorithm.node()) bf16 = bf16 || IsAmpcVersion(node);
   absl::flat_hash_map<std::string, std::pair<std::string, std::string>> done;  // name, body
   for (const onnx::NodeProto& node : algorithm.node()) {
     // The ai.ampc versions of forward ops got theirs from insert-casts.
     if (node.domain() != kAmpcDomain || IsAmpcVersion(node)) continue;
     absl::StatusOr<onnx::FunctionProto> body =
         AmpcFunctionBody(node.op_type(), node.input_size(), node.output_size());
-    if (absl::IsNotFound(body.status())) {
-      body = GradientFunctionBody(node, 17, low_dtype == onnx::TensorProto::BFLOAT16);
-    }
+    if (absl::IsNotFound(body.status())) body = GradientFunctionBody(node, 17, bf16);
     if (absl::IsNotFound(body.status())) {
       if (done.emplace(node.op_type(), std::make_pair(node.name(), "")).second)
         warnings.push_back(absl::StrCat("ai.ampc.", node.op_type(), " has no function body yet"));
@@ -306,6 +307,16 @@ absl::Status AddFunctions(onnx::ModelProto& model, const onnx::GraphProto& algor
     }
   }
   return absl::OkStatus();
+}
+
+// The step's MaxPoolGrad reads a MaxPool's indices: an ai.ampc.MaxPool states them in the model
+// too, so the model and the step call its one model-local function with one arity.
+void StateMaxPoolIndices(onnx::GraphProto& graph, NameAllocator& names) {
+  for (onnx::NodeProto& node : *graph.mutable_node()) {
+    if (IsAmpcVersion(node) && node.op_type() == "MaxPool" && node.output_size() == 1) {
+      node.add_output(names.Fresh(absl::StrCat(node.output(0), ".indices")));
+    }
+  }
 }
 
 // Scalar (rank-0) float initializers are trained like any other, but exporters store literal
@@ -385,6 +396,7 @@ absl::Status AssembleTrainingStep(onnx::ModelProto& model, const TrainingOptions
     }
   }
   for (const std::string& p : *params) names.Reserve(NextName(p));
+  StateMaxPoolIndices(*model.mutable_graph(), names);
   for (const char* name : {kLearningRate, kApplied, kGradNorm}) names.Reserve(name);
 
   onnx::TrainingInfoProto& info = *model.add_training_info();
@@ -476,6 +488,7 @@ absl::Status AssembleTrainingStep(onnx::ModelProto& model, const TrainingOptions
     opset.set_version(kAmpcOpsetVersion);
   }
   RecordTrainerSettings(model, options);
+  if (absl::Status s = AddAmpcVersionFunctions(model); !s.ok()) return s;
   return AddFunctions(model, step, low_dtype, warnings);
 }
 

@@ -22,7 +22,7 @@ A small CNN (Conv, BatchNormalization, Relu, MaxPool, grouped Conv, AveragePool,
 GlobalAveragePool, Gemm, SoftmaxCrossEntropyLoss) is also compiled with `--train --dtype=bf16`:
 its forward's Conv and pools are ai.ampc versions, and the training step written by `ampc
 extract-step` passes the full check too, so the gradient ops' bodies (ConvGrad, MaxPoolGrad,
-AveragePoolGrad) are valid on BF16 tensors. (onnxruntime's CPU provider has no BF16
+AveragePoolGrad) are valid on BF16 tensors; and ampc on that output changes no byte. (onnxruntime's CPU provider has no BF16
 BatchNormalization, so the step is not run here.)
 Exit 1 on any failure.
 """
@@ -182,7 +182,13 @@ def check_training(ampc: str, tmp: pathlib.Path) -> list[str]:
     except Exception as error:  # noqa: BLE001 (the checker raises several types)
         errors.append(f"cnn --train: the extracted BF16 step fails the full check: "
                       f"{str(error).splitlines()[0][:300]}")
-    print(f"cnn --train --dtype=bf16: {len(versions)} ai.ampc versions; step checked")
+    again = tmp / "cnn.bf16.train.again.onnx"
+    subprocess.run([ampc, str(train), "-o", str(again), "--dtype=bf16"], check=True,
+                   capture_output=True)
+    if again.read_bytes() != train.read_bytes():
+        errors.append("cnn --train: ampc on its own training output changed it")
+    print(f"cnn --train --dtype=bf16: {len(versions)} ai.ampc versions; step checked; "
+          f"recompiled byte-identical: {again.read_bytes() == train.read_bytes()}")
     return errors
 
 

@@ -6,8 +6,11 @@
 
 #include <gtest/gtest.h>
 #include <onnx/checker.h>
+#include <onnx/defs/attr_proto_util.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <algorithm>
+#include <cctype>
 #include <string>
 #include <vector>
 
@@ -152,6 +155,65 @@ TEST(AmpcVersionTest, SchemaAdmitsBfloat16OnlyWithTheStandardShapes) {
   EXPECT_FALSE(InfersStrictly(ModelOf(Graph(conv, "ai.ampc."), DType::kFloat)));
   conv.outputs = {"$T[1,3,5,5]"};
   EXPECT_FALSE(InfersStrictly(ModelOf(Graph(conv, "ai.ampc."), kBf16)));
+}
+
+onnx::TypeProto TensorType(const std::vector<std::string>& dims) {
+  onnx::TypeProto type;
+  type.mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  auto* shape = type.mutable_tensor_type()->mutable_shape();
+  for (const std::string& d : dims) {
+    if (d.empty() || !std::isdigit(d[0])) {
+      shape->add_dim()->set_dim_param(d);
+    } else {
+      shape->add_dim()->set_dim_value(std::stoll(d));
+    }
+  }
+  return type;
+}
+
+std::vector<std::string> AttributeNames(const onnx::NodeProto& node) {
+  std::vector<std::string> names;
+  for (const onnx::AttributeProto& a : node.attribute()) names.push_back(a.name());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Defaults are stated from what is known: a Conv's spatial rank from its weight's rank (symbolic
+// dims or an input of unknown rank do not matter), a pool's from its kernel_shape; Conv's
+// kernel_shape is dropped. So Convs stating different subsets end up with one signature.
+TEST(AmpcVersionTest, DefaultsStatedFromTheWeightsRankOrTheKernelShape) {
+  onnx::NodeProto bare;
+  bare.set_op_type("Conv");
+  onnx::NodeProto full = bare;
+  *full.add_attribute() = onnx::MakeAttribute("kernel_shape", std::vector<int64_t>{3, 3});
+  *full.add_attribute() = onnx::MakeAttribute("group", int64_t{1});
+  *full.add_attribute() = onnx::MakeAttribute("strides", std::vector<int64_t>{2, 2});
+  const onnx::TypeProto symbolic = TensorType({"M", "3", "k", "k"});
+  const onnx::TypeProto x = TensorType({"N", "3", "8", "8"});
+  StateDefaultAttributes(bare, nullptr, &symbolic);
+  StateDefaultAttributes(full, &x, nullptr);
+  const std::vector<std::string> conv = {"auto_pad", "dilations", "group", "pads", "strides"};
+  EXPECT_EQ(AttributeNames(bare), conv);
+  EXPECT_EQ(AttributeNames(full), conv);
+  for (const onnx::AttributeProto& a : bare.attribute()) {
+    if (a.name() == "pads") {
+      EXPECT_EQ(a.ints_size(), 4);
+    }
+  }
+
+  onnx::NodeProto pool;
+  pool.set_op_type("MaxPool");
+  *pool.add_attribute() = onnx::MakeAttribute("kernel_shape", std::vector<int64_t>{2, 2, 2});
+  *pool.add_attribute() = onnx::MakeAttribute("auto_pad", std::string("SAME_UPPER"));
+  StateDefaultAttributes(pool, nullptr, nullptr);
+  EXPECT_EQ(AttributeNames(pool),
+            (std::vector<std::string>{"auto_pad", "ceil_mode", "dilations", "kernel_shape",
+                                      "storage_order", "strides"}));  // no pads with SAME
+  for (const onnx::AttributeProto& a : pool.attribute()) {
+    if (a.name() == "strides") {
+      EXPECT_EQ(a.ints_size(), 3);
+    }
+  }
 }
 
 onnx::ModelProto TwoConvs(const std::string& second_attributes) {

@@ -359,39 +359,51 @@ TEST(TrainingStep, Bf16CnnRunsConvAndMaxPoolAsAmpcVersionsAndLearns) {
   ExpectCnnLearnsAFixedBatch(*model);
 }
 
-// ampc's own BF16 output, compiled for training (its BF16 weights frozen): its ai.ampc.MaxPool
-// (one output there) gets its indices, and the model-local function is rebuilt with two outputs, so
-// the model and the step call one function of the nodes' arity.
-TEST(TrainingStep, OwnBf16OutputTrainsWithOneMaxPoolFunctionArity) {
-  absl::StatusOr<onnx::ModelProto> model = models::BuildCnn({});
-  ASSERT_TRUE(model.ok());
-  AutocastOptions bf16;
-  bf16.low_dtype = onnx::TensorProto::BFLOAT16;
-  bf16.policy = AutocastPolicy::Defaults(bf16.low_dtype);
-  ASSERT_TRUE(CompileWithDefaults(*model, "cnn", bf16).ok());
-  const auto function_outputs = [&] {
-    for (const onnx::FunctionProto& f : model->functions()) {
-      if (f.name() == "MaxPool") return f.output_size();
+// ampc's own BF16 output, compiled for training (its BF16 weights frozen) for BF16, FP16 or FP32
+// (no autocast passes): its ai.ampc.MaxPool (one output there) gets its indices and the
+// model-local function is rebuilt with two outputs, so the model and the step call one function
+// of the nodes' arity; the ConvGrad body computes in FP32 (Conv and ConvTranspose have no bf16).
+TEST(TrainingStep, OwnBf16OutputTrainsWhateverTheDtype) {
+  for (int low : std::vector<int>{onnx::TensorProto::BFLOAT16, onnx::TensorProto::FLOAT16, 0}) {
+    SCOPED_TRACE(low);
+    absl::StatusOr<onnx::ModelProto> model = models::BuildCnn({});
+    ASSERT_TRUE(model.ok());
+    AutocastOptions bf16;
+    bf16.low_dtype = onnx::TensorProto::BFLOAT16;
+    bf16.policy = AutocastPolicy::Defaults(bf16.low_dtype);
+    ASSERT_TRUE(CompileWithDefaults(*model, "cnn", bf16).ok());
+    const auto function = [&](const std::string& name) -> const onnx::FunctionProto* {
+      for (const onnx::FunctionProto& f : model->functions()) {
+        if (f.name() == name) return &f;
+      }
+      return nullptr;
+    };
+    ASSERT_NE(function("MaxPool"), nullptr);
+    ASSERT_EQ(function("MaxPool")->output_size(), 1);
+    TrainingOptions options;
+    options.loss = "loss";
+    options.freeze = ".*_bf16";  // the converted weights; the FP32 batch-norm parameters train
+    const absl::Status trained = low == 0 ? Compile(*model, kFp32Pipeline, options)
+                                          : Compile(*model, kFullPipeline, options, low);
+    ASSERT_TRUE(trained.ok()) << trained;
+    EXPECT_EQ(function("MaxPool")->output_size(), 2);
+    int pools = 0;
+    for (const auto* graph : {&model->graph(), &model->training_info(0).algorithm()}) {
+      for (const onnx::NodeProto& node : graph->node()) {
+        if (node.domain() != kAmpcDomain || node.op_type() != "MaxPool") continue;
+        EXPECT_EQ(node.output_size(), 2) << node.name();
+        ++pools;
+      }
     }
-    return 0;
-  };
-  ASSERT_EQ(function_outputs(), 1);
-  TrainingOptions options;
-  options.loss = "loss";
-  options.freeze = ".*_bf16";  // the converted weights; the FP32 batch-norm parameters train
-  const absl::Status trained = Compile(*model, kFullPipeline, options, onnx::TensorProto::BFLOAT16);
-  ASSERT_TRUE(trained.ok()) << trained;
-  EXPECT_EQ(function_outputs(), 2);
-  int pools = 0;
-  for (const auto* graph : {&model->graph(), &model->training_info(0).algorithm()}) {
-    for (const onnx::NodeProto& node : graph->node()) {
-      if (node.domain() != kAmpcDomain || node.op_type() != "MaxPool") continue;
-      EXPECT_EQ(node.output_size(), 2) << node.name();
-      ++pools;
+    EXPECT_EQ(pools, 4);  // two in the model, two in the step
+    ASSERT_NE(function("ConvGrad"), nullptr);
+    bool widened = false;
+    for (const onnx::NodeProto& node : function("ConvGrad")->node()) {
+      widened = widened || node.op_type() == "CastLike";
     }
+    EXPECT_TRUE(widened) << "the ConvGrad body does not compute in FP32";
+    onnx::checker::check_model(*model);
   }
-  EXPECT_EQ(pools, 4);  // two in the model, two in the step
-  onnx::checker::check_model(*model);
 }
 
 // A static scale of 1e9 makes the logits' gradient about 1e8: finite in FP32, +inf in FP16. The
