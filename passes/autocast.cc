@@ -57,6 +57,26 @@ float MaxFiniteAbs(const TensorProto& tensor) {
   return max;
 }
 
+bool AnyConvHasBias(const onnx::GraphProto& graph) {
+  for (const onnx::NodeProto& node : graph.node()) {
+    if (node.op_type() == "Conv" && node.input_size() > 2 && !node.input(2).empty()) return true;
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      if (a.has_g() && AnyConvHasBias(a.g())) return true;
+      for (const onnx::GraphProto& sub : a.graphs()) {
+        if (AnyConvHasBias(sub)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// A Conv weight's output channels (dim 0), or 0 when unknown.
+int64_t OutputChannels(const onnx::TypeProto* weight) {
+  if (weight == nullptr || !weight->tensor_type().has_shape()) return 0;
+  const auto& shape = weight->tensor_type().shape();
+  return shape.dim_size() > 0 && shape.dim(0).has_dim_value() ? shape.dim(0).dim_value() : 0;
+}
+
 // A value as the planner sees it: its dtype after upstream decisions, and whether it is a
 // constant (initializer or Constant output), which adopts its consumer's dtype.
 struct Value {
@@ -112,6 +132,8 @@ class Planner {
     }
     training_ = context.training.enabled;
     if (opsets_.contains(kAmpcDomain)) SeedVersions(context.model.graph());
+    conv_bias_ = options_.ampc_versions && options_.low_dtype == TensorProto::BFLOAT16 &&
+                 AnyConvHasBias(context.model.graph());
   }
 
   void PlanGraph(const GraphIndex& index, const Scope* outer, bool top_level);
@@ -129,7 +151,7 @@ class Planner {
                     const FloatSupport& support, bool loss, NodePlan& plan, bool& deferred);
   int CheckLegality(const onnx::NodeProto& node, const FloatSupport& support, int dtype,
                     NodePlan& plan);
-  bool UsesAmpcVersion(const onnx::NodeProto& node, const std::string& name, int dtype,
+  bool UsesAmpcVersion(const onnx::NodeProto& node, int dtype, NodePlan& plan,
                        std::string& why_not);
   void ApplyDtype(const onnx::NodeProto& node, const FloatSupport& support,
                   const NodeTypes& original, int dtype, NodePlan& plan);
@@ -152,6 +174,7 @@ class Planner {
   // the node that fixed it.
   absl::flat_hash_map<std::string, std::pair<std::string, std::string>> versions_;
   bool training_ = false;
+  bool conv_bias_ = false;             // some Conv of the model has a bias
   const GraphIndex* index_ = nullptr;  // of the graph whose node is being planned
 };
 
@@ -233,6 +256,7 @@ bool Planner::PlanNode(const onnx::NodeProto& node, const std::string& name,
 int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
                            const FloatSupport& support, bool loss, NodePlan& plan, bool& deferred) {
   plan.ampc_version = false;
+  plan.zero_bias = 0;
   if (HasSubgraph(node)) {
     plan.rule = "control flow: signature kept, bodies planned by the same rules";
     return 0;
@@ -302,8 +326,9 @@ int Planner::CheckLegality(const onnx::NodeProto& node, const FloatSupport& supp
     const std::string schema = absl::StrCat("schema ", support.SchemaName(), " does not allow ",
                                             DtypeName(dtype), " for ", support.main_var());
     std::string why_not;
-    if (UsesAmpcVersion(node, plan.name, dtype, why_not)) {
-      plan.rule = absl::StrCat(plan.rule, "; ", schema, ": runs as ai.ampc.", node.op_type());
+    if (UsesAmpcVersion(node, dtype, plan, why_not)) {
+      plan.rule = absl::StrCat(plan.rule, "; ", schema, ": runs as ai.ampc.", node.op_type(),
+                               plan.zero_bias > 0 ? ", with a zero bias as the other Convs" : "");
       plan.ampc_version = true;
       return dtype;
     }
@@ -341,7 +366,7 @@ void Planner::SeedVersions(const onnx::GraphProto& graph) {
 }
 
 // Whether the node can run as its ai.ampc version; `why_not` is empty or says why it cannot.
-bool Planner::UsesAmpcVersion(const onnx::NodeProto& node, const std::string& name, int dtype,
+bool Planner::UsesAmpcVersion(const onnx::NodeProto& node, int dtype, NodePlan& plan,
                               std::string& why_not) {
   if (!HasAmpcVersion(node, dtype)) return false;
   if (!options_.ampc_versions) {
@@ -351,9 +376,17 @@ bool Planner::UsesAmpcVersion(const onnx::NodeProto& node, const std::string& na
   onnx::NodeProto stated = node;  // as insert-casts will state its attributes
   StateDefaultAttributes(stated, index_->Type(node.input(0)),
                          node.input_size() > 1 ? index_->Type(node.input(1)) : nullptr);
+  // With a bias on some Conv, the one function takes three inputs: a Conv without gets zeros.
+  const int64_t channels = conv_bias_ && node.op_type() == "Conv" && node.input_size() == 2
+                               ? OutputChannels(index_->Type(node.input(1)))
+                               : 0;
+  if (channels > 0) stated.add_input("zero bias");
   const std::string signature = AmpcVersionSignature(stated, training_);
-  auto [it, first] = versions_.try_emplace(node.op_type(), signature, name);
-  if (first || it->second.first == signature) return true;
+  auto [it, first] = versions_.try_emplace(node.op_type(), signature, plan.name);
+  if (first || it->second.first == signature) {
+    plan.zero_bias = channels;
+    return true;
+  }
   why_not = absl::StrCat(", and ai.ampc.", node.op_type(), "'s one model-local function is for ",
                          it->second.first, " (node '", it->second.second, "'), not ", signature);
   return false;

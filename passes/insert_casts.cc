@@ -130,6 +130,8 @@ class GraphRewriter {
   std::string Convert(const std::string& key, const Value& value, int dtype,
                       const std::string& output_name = "");
   std::string ConvertConstant(const std::string& key, const Value& value, int dtype);
+  void PlaceConstant(const std::string& name, TensorProto value, int producer);
+  const std::string& ZeroBias(int64_t channels);
   void Place(int producer, std::unique_ptr<NodeProto> node);
   void AddValueInfo(const std::string& name, const onnx::TypeProto* like, int dtype);
   void FinishGraphInterface();
@@ -150,6 +152,7 @@ class GraphRewriter {
   absl::flat_hash_map<std::string, std::string_view> renamed_outputs_;
   // (value's name, dtype) -> the converted value's name; keys view names as Value::name does.
   absl::flat_hash_map<std::pair<std::string_view, int>, std::string> converted_;
+  absl::flat_hash_map<int64_t, std::string> zero_biases_;       // ZeroBias's, by size
   std::vector<std::vector<std::unique_ptr<NodeProto>>> after_;  // [0]: top, [i + 1]: after node i
 };
 
@@ -275,6 +278,7 @@ void GraphRewriter::RewriteNode(int position) {
                         index_.Type(key)};
   }
   if (plan != nullptr && plan->ampc_version) node.set_domain(kAmpcDomain);
+  if (plan != nullptr && plan->zero_bias > 0) node.add_input(ZeroBias(plan->zero_bias));
   shared_.ampc_versions = shared_.ampc_versions || IsAmpcVersion(node);
 }
 
@@ -330,6 +334,12 @@ std::string GraphRewriter::ConvertConstant(const std::string& key, const Value& 
     shared_.converted_initializers.emplace(value.name);
     return name;
   }
+  PlaceConstant(name, std::move(converted), value.producer);
+  AddValueInfo(name, value.type, dtype);
+  return name;
+}
+
+void GraphRewriter::PlaceConstant(const std::string& name, TensorProto value, int producer) {
   auto constant = std::make_unique<NodeProto>();
   constant->set_op_type("Constant");
   constant->set_name(names_.Fresh(absl::StrCat(name, "_constant")));
@@ -337,10 +347,24 @@ std::string GraphRewriter::ConvertConstant(const std::string& key, const Value& 
   onnx::AttributeProto* attribute = constant->add_attribute();
   attribute->set_name("value");
   attribute->set_type(onnx::AttributeProto::TENSOR);
-  *attribute->mutable_t() = std::move(converted);
-  Place(value.producer, std::move(constant));
-  AddValueInfo(name, value.type, dtype);
-  return name;
+  *attribute->mutable_t() = std::move(value);
+  Place(producer, std::move(constant));
+}
+
+// BF16 zeros of `channels` elements, one Constant per size at the top of this graph.
+const std::string& GraphRewriter::ZeroBias(int64_t channels) {
+  auto [it, added] = zero_biases_.try_emplace(channels);
+  if (!added) return it->second;
+  it->second = names_.Fresh(absl::StrCat("zero_bias_", channels));
+  TensorProto zeros;
+  zeros.set_data_type(TensorProto::BFLOAT16);
+  zeros.add_dims(channels);
+  zeros.set_raw_data(std::string(static_cast<size_t>(2 * channels), '\0'));
+  PlaceConstant(it->second, std::move(zeros), -1);
+  onnx::TypeProto type;
+  type.mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(channels);
+  AddValueInfo(it->second, &type, TensorProto::BFLOAT16);
+  return it->second;
 }
 
 void GraphRewriter::Place(int producer, std::unique_ptr<NodeProto> node) {

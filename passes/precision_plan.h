@@ -29,6 +29,7 @@ struct NodePlan {
   std::string op_type;
   int dtype = 0;              // the node's compute dtype; 0: not a candidate, its dtypes are kept
   bool ampc_version = false;  // runs as its ai.ampc version (passes/bf16_ops.h)
+  int64_t zero_bias = 0;      // > 0: the ai.ampc.Conv gets a zero bias of that many channels
   Category category = Category::kKeep;
   std::string rule;                // what decided, in words
   std::vector<int> input_dtypes;   // wanted elem type per input slot; 0: as the value comes

@@ -18,11 +18,12 @@ here with onnx.helper):
     --lower-node; a lone MaxPool would follow its FP32 input), rounded once the same way;
   - both are within FP32_ATOL * max|y| of the float32 model run by onnxruntime: a few bfloat16
     roundings (2^-9 relative each) of O(1) values.
-A small CNN (Conv, BatchNormalization, Relu, MaxPool, grouped Conv, AveragePool,
-GlobalAveragePool, Gemm, SoftmaxCrossEntropyLoss) is also compiled with `--train --dtype=bf16`:
-its forward's Conv and pools are ai.ampc versions, and the training step written by `ampc
-extract-step` passes the full check too, so the gradient ops' bodies (ConvGrad, MaxPoolGrad,
-AveragePoolGrad) are valid on BF16 tensors; and ampc on that output changes no byte. (onnxruntime's CPU provider has no BF16
+A small CNN (Conv with a bias, BatchNormalization, Relu, MaxPool, grouped Conv without one,
+AveragePool, GlobalAveragePool, Gemm, SoftmaxCrossEntropyLoss) is also compiled with
+`--train --dtype=bf16`: its forward's Conv and pools are ai.ampc versions (the Conv without a
+bias gets a zero one), the training step written by `ampc extract-step` passes the full check
+too, so the gradient ops' bodies (ConvGrad, MaxPoolGrad, AveragePoolGrad) are valid on BF16
+tensors, and ampc on that output changes no byte. (onnxruntime's CPU provider has no BF16
 BatchNormalization, so the step is not run here.)
 Exit 1 on any failure.
 """
@@ -69,6 +70,13 @@ def models() -> dict[str, onnx.ModelProto]:
              helper.make_node("AveragePool", ["c"], ["p"], kernel_shape=[2, 2],
                               pads=[1, 1, 1, 1], count_include_pad=1),
              helper.make_node("GlobalAveragePool", ["p"], ["y"])]),
+        # The second Conv has no bias: it gets a zero bias, so both call one 3-input function.
+        "conv_bias_then_conv_without": model(
+            "conv_bias_then_conv_without",
+            [("x", [2, 3, 6, 6]), ("w1", [4, 3, 3, 3]), ("b1", [4]), ("w2", [2, 4, 1, 1])],
+            [("y", f, [2, 2, 6, 6])],
+            [helper.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["c", "w2"], ["y"])]),
         "maxpool_indices": model(
             "maxpool_indices", [("x", [2, 3, 6, 6])],
             [("y", f, [2, 3, 3, 3]), ("i", TensorProto.INT64, [2, 3, 3, 3])],
@@ -145,13 +153,13 @@ def training_model() -> onnx.ModelProto:
              helper.make_tensor("shift", TensorProto.FLOAT, [4], [0.0] * 4),
              helper.make_tensor("mean", TensorProto.FLOAT, [4], [0.0] * 4),
              helper.make_tensor("var", TensorProto.FLOAT, [4], [1.0] * 4),
-             weight("w2", 4, 2, 3, 3), weight("b2", 4), weight("fc", 4, 5), weight("fc_b", 5)]
+             weight("w2", 4, 2, 3, 3), weight("fc", 4, 5), weight("fc_b", 5)]
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
         helper.make_node("BatchNormalization", ["c1", "scale", "shift", "mean", "var"], ["n1"]),
         helper.make_node("Relu", ["n1"], ["r1"]),
         helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
-        helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], group=2, pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["p1", "w2"], ["c2"], group=2, pads=[1, 1, 1, 1]),
         helper.make_node("AveragePool", ["c2"], ["p2"], kernel_shape=[2, 2], pads=[1, 1, 1, 1]),
         helper.make_node("GlobalAveragePool", ["p2"], ["g"]),
         helper.make_node("Flatten", ["g"], ["f"]),
