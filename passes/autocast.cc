@@ -57,19 +57,6 @@ float MaxFiniteAbs(const TensorProto& tensor) {
   return max;
 }
 
-bool AnyConvHasBias(const onnx::GraphProto& graph) {
-  for (const onnx::NodeProto& node : graph.node()) {
-    if (node.op_type() == "Conv" && node.input_size() > 2 && !node.input(2).empty()) return true;
-    for (const onnx::AttributeProto& a : node.attribute()) {
-      if (a.has_g() && AnyConvHasBias(a.g())) return true;
-      for (const onnx::GraphProto& sub : a.graphs()) {
-        if (AnyConvHasBias(sub)) return true;
-      }
-    }
-  }
-  return false;
-}
-
 // A Conv weight's output channels (dim 0), or 0 when unknown.
 int64_t OutputChannels(const onnx::TypeProto* weight) {
   if (weight == nullptr || !weight->tensor_type().has_shape()) return 0;
@@ -158,7 +145,9 @@ class Planner {
   void ResolveDeferred(const GraphIndex& index, std::vector<Deferred>& deferred);
   float MaxAbs(const TensorProto& tensor);
   // The ai.ampc versions already in the model (ampc's own output) fix their functions' signatures.
-  void SeedVersions(const onnx::GraphProto& graph);
+  void SeedVersions(const onnx::GraphProto& graph);  // Whether a Conv that may become ai.ampc.Conv
+                                                     // (default domain, not blocked) has a bias.
+  bool AnyConvHasBias(const onnx::GraphProto& graph) const;
 
   PrecisionPlan& plan_;
   const AutocastOptions& options_;
@@ -351,6 +340,23 @@ int Planner::CheckLegality(const onnx::NodeProto& node, const FloatSupport& supp
   return dtype;
 }
 
+bool Planner::AnyConvHasBias(const onnx::GraphProto& graph) const {
+  for (const onnx::NodeProto& node : graph.node()) {
+    if (node.op_type() == "Conv" && (node.domain().empty() || node.domain() == "ai.onnx") &&
+        node.input_size() > 2 && !node.input(2).empty() &&
+        !(block_ != nullptr && RE2::FullMatch(node.name(), *block_))) {
+      return true;
+    }
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      if (a.has_g() && AnyConvHasBias(a.g())) return true;
+      for (const onnx::GraphProto& sub : a.graphs()) {
+        if (AnyConvHasBias(sub)) return true;
+      }
+    }
+  }
+  return false;
+}
+
 void Planner::SeedVersions(const onnx::GraphProto& graph) {
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnx::NodeProto& node = graph.node(i);
@@ -376,17 +382,24 @@ bool Planner::UsesAmpcVersion(const onnx::NodeProto& node, int dtype, NodePlan& 
   onnx::NodeProto stated = node;  // as insert-casts will state its attributes
   StateDefaultAttributes(stated, index_->Type(node.input(0)),
                          node.input_size() > 1 ? index_->Type(node.input(1)) : nullptr);
-  // With a bias on some Conv, the one function takes three inputs: a Conv without gets zeros.
+  const std::string signature = AmpcVersionSignature(stated, training_);
+  // With a bias on some Conv, the one function takes three inputs: a Conv without gets zeros
+  // (unless the function is fixed to two inputs already).
   const int64_t channels = conv_bias_ && node.op_type() == "Conv" && node.input_size() == 2
                                ? OutputChannels(index_->Type(node.input(1)))
                                : 0;
-  if (channels > 0) stated.add_input("zero bias");
-  const std::string signature = AmpcVersionSignature(stated, training_);
-  auto [it, first] = versions_.try_emplace(node.op_type(), signature, plan.name);
-  if (first || it->second.first == signature) {
+  std::string with_zero_bias;
+  if (channels > 0) {
+    stated.add_input("zero bias");
+    with_zero_bias = AmpcVersionSignature(stated, training_);
+  }
+  auto [it, first] =
+      versions_.try_emplace(node.op_type(), channels > 0 ? with_zero_bias : signature, plan.name);
+  if (first || it->second.first == with_zero_bias) {
     plan.zero_bias = channels;
     return true;
   }
+  if (it->second.first == signature) return true;
   why_not = absl::StrCat(", and ai.ampc.", node.op_type(), "'s one model-local function is for ",
                          it->second.first, " (node '", it->second.second, "'), not ", signature);
   return false;
