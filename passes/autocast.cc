@@ -380,12 +380,12 @@ bool Planner::UsesAmpcVersion(const onnx::NodeProto& node, int dtype, NodePlan& 
     return false;
   }
   onnx::NodeProto stated = node;  // as insert-casts will state its attributes
-  StateDefaultAttributes(stated, index_->Type(node.input(0)),
-                         node.input_size() > 1 ? index_->Type(node.input(1)) : nullptr);
+  NormalizeAmpcVersion(stated, index_->Type(node.input(0)),
+                       node.input_size() > 1 ? index_->Type(node.input(1)) : nullptr);
   const std::string signature = AmpcVersionSignature(stated, training_);
   // With a bias on some Conv, the one function takes three inputs: a Conv without gets zeros
   // (unless the function is fixed to two inputs already).
-  const int64_t channels = conv_bias_ && node.op_type() == "Conv" && node.input_size() == 2
+  const int64_t channels = conv_bias_ && node.op_type() == "Conv" && stated.input_size() == 2
                                ? OutputChannels(index_->Type(node.input(1)))
                                : 0;
   std::string with_zero_bias;

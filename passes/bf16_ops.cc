@@ -115,8 +115,14 @@ const std::vector<std::string>& AmpcVersionOps() {
 
 bool HasAmpcVersion(const onnx::NodeProto& node, int dtype) {
   if (dtype != TensorProto::BFLOAT16 || !(node.domain().empty() || node.domain() == "ai.onnx") ||
-      !InTable(node.op_type()) || !NoneEmpty(node.input()) || !NoneEmpty(node.output())) {
+      !InTable(node.op_type()) || !NoneEmpty(node.output())) {
     return false;
+  }
+  // Trailing empty inputs are dropped (NormalizeAmpcVersion); one before a given one is not.
+  int given = node.input_size();
+  while (given > 0 && node.input(given - 1).empty()) --given;
+  for (int i = 0; i < given; ++i) {
+    if (node.input(i).empty()) return false;
   }
   for (const onnx::AttributeProto& attribute : node.attribute()) {
     if (*TypeText(attribute.type()) == '\0') return false;
@@ -128,10 +134,13 @@ bool IsAmpcVersion(const onnx::NodeProto& node) {
   return node.domain() == kAmpcDomain && InTable(node.op_type());
 }
 
-void StateDefaultAttributes(onnx::NodeProto& node, const onnx::TypeProto* input,
-                            const onnx::TypeProto* weight) {
+void NormalizeAmpcVersion(onnx::NodeProto& node, const onnx::TypeProto* input,
+                          const onnx::TypeProto* weight) {
   const OpSchema* standard = Standard(node.op_type());
   if (standard == nullptr) return;
+  while (node.input_size() > 0 && node.input(node.input_size() - 1).empty()) {
+    node.mutable_input()->RemoveLast();
+  }
   // Conv's kernel_shape must equal the weight's dims, from which ONNX infers it: left out, it
   // never makes two Convs differ.
   auto& attributes = *node.mutable_attribute();

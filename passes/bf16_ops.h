@@ -29,14 +29,15 @@ bool IsAmpcVersion(const onnx::NodeProto& node);
 // The default-domain opset whose op each version is (their schemas are copies of these).
 inline constexpr int kAmpcVersionStandardOpset = 17;
 
-// States the attributes `node` leaves at their defaults: the schema's defaults (group, auto_pad,
+// Drops the node's trailing empty inputs (an explicit "" bias is no bias) and states the
+// attributes it leaves at their defaults: the schema's defaults (group, auto_pad,
 // ceil_mode, ...), and where the number of spatial dims is known (from Conv's weight `weight`, a
 // pool's kernel_shape or the input `input`; either type null or without a shape when unknown)
 // strides and dilations as ones and pads as zeros (unless auto_pad pads). Conv's kernel_shape,
 // which must equal the weight's dims, is left out. Nodes of one op then state the same
 // attributes, as one model-local function needs.
-void StateDefaultAttributes(onnx::NodeProto& node, const onnx::TypeProto* input,
-                            const onnx::TypeProto* weight);
+void NormalizeAmpcVersion(onnx::NodeProto& node, const onnx::TypeProto* input,
+                          const onnx::TypeProto* weight);
 
 // What the node's model-local function depends on besides the op: its arity and the names of the
 // attributes it states (the body references exactly those; libonnx 1.12 expands a reference to a

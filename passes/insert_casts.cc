@@ -233,8 +233,8 @@ void GraphRewriter::RewriteNode(int position) {
   auto planned = plan_.nodes.find(&node);
   NodePlan* plan = planned == plan_.nodes.end() ? nullptr : &planned->second;
   if (plan != nullptr && plan->ampc_version) {
-    StateDefaultAttributes(node, index_.Type(node.input(0)),
-                           node.input_size() > 1 ? index_.Type(node.input(1)) : nullptr);
+    NormalizeAmpcVersion(node, index_.Type(node.input(0)),
+                         node.input_size() > 1 ? index_.Type(node.input(1)) : nullptr);
   }
   for (int slot = 0; slot < node.input_size(); ++slot) {
     if (node.input(slot).empty()) continue;

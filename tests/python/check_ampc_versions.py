@@ -77,6 +77,11 @@ def models() -> dict[str, onnx.ModelProto]:
             [("y", f, [2, 2, 6, 6])],
             [helper.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1]),
              helper.make_node("Conv", ["c", "w2"], ["y"])]),
+        # An explicit empty bias is no bias: a two-input ai.ampc.Conv, not FP32.
+        "conv_empty_bias": model(
+            "conv_empty_bias", [("x", [1, 2, 5, 5]), ("w", [3, 2, 3, 3])],
+            [("y", f, [1, 3, 3, 3])],
+            [helper.make_node("Conv", ["x", "w", ""], ["y"])]),
         "maxpool_indices": model(
             "maxpool_indices", [("x", [2, 3, 6, 6])],
             [("y", f, [2, 3, 3, 3]), ("i", TensorProto.INT64, [2, 3, 3, 3])],

@@ -190,8 +190,8 @@ TEST(AmpcVersionTest, DefaultsStatedFromTheWeightsRankOrTheKernelShape) {
   *full.add_attribute() = onnx::MakeAttribute("strides", std::vector<int64_t>{2, 2});
   const onnx::TypeProto symbolic = TensorType({"M", "3", "k", "k"});
   const onnx::TypeProto x = TensorType({"N", "3", "8", "8"});
-  StateDefaultAttributes(bare, nullptr, &symbolic);
-  StateDefaultAttributes(full, &x, nullptr);
+  NormalizeAmpcVersion(bare, nullptr, &symbolic);
+  NormalizeAmpcVersion(full, &x, nullptr);
   const std::vector<std::string> conv = {"auto_pad", "dilations", "group", "pads", "strides"};
   EXPECT_EQ(AttributeNames(bare), conv);
   EXPECT_EQ(AttributeNames(full), conv);
@@ -205,7 +205,7 @@ TEST(AmpcVersionTest, DefaultsStatedFromTheWeightsRankOrTheKernelShape) {
   pool.set_op_type("MaxPool");
   *pool.add_attribute() = onnx::MakeAttribute("kernel_shape", std::vector<int64_t>{2, 2, 2});
   *pool.add_attribute() = onnx::MakeAttribute("auto_pad", std::string("SAME_UPPER"));
-  StateDefaultAttributes(pool, nullptr, nullptr);
+  NormalizeAmpcVersion(pool, nullptr, nullptr);
   EXPECT_EQ(AttributeNames(pool),
             (std::vector<std::string>{"auto_pad", "ceil_mode", "dilations", "kernel_shape",
                                       "storage_order", "strides"}));  // no pads with SAME
