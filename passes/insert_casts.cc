@@ -472,7 +472,9 @@ absl::StatusOr<bool> InsertCasts::Run(ModelContext& context) {
   RemoveConvertedInitializers(*context.model.mutable_graph(), shared.converted_initializers, reads);
   if (context.plan->casts_added > 0) ImportDefaultDomain(context.model);
   if (shared.ampc_versions) {
-    if (absl::Status s = AddAmpcVersionFunctions(context.model); !s.ok()) return s;
+    if (absl::Status s = AddAmpcVersionFunctions(context.model); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(context.file, ": ", s.message()));
+    }
   }
   return context.plan->casts_added > 0 || context.plan->constants_converted > 0 ||
          context.plan->low_io;
