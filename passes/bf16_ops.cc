@@ -20,7 +20,6 @@ using onnx::TensorProto;
 
 // The ops, and the standard schema each copies (the latest up to opset 17).
 constexpr const char* kOps[] = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool"};
-constexpr int kStandardOpset = kAmpcVersionStandardOpset;
 constexpr char kFloatVar[] = "T";
 
 bool InTable(const std::string& op) {
@@ -29,7 +28,7 @@ bool InTable(const std::string& op) {
 }
 
 const OpSchema* Standard(const std::string& op) {
-  return onnx::OpSchemaRegistry::Schema(op, kStandardOpset, "");
+  return onnx::OpSchemaRegistry::Schema(op, kAmpcVersionStandardOpset, "");
 }
 
 bool NoneEmpty(const google::protobuf::RepeatedPtrField<std::string>& names) {
