@@ -63,8 +63,10 @@ absl::StatusOr<AutocastOptions> AutocastOptionsFromFlags() {
   return options;
 }
 
+bool Fp32Baseline() { return absl::GetFlag(FLAGS_dtype) == "fp32"; }
+
 std::vector<std::string> WithoutAutocastForFp32(std::vector<std::string> passes) {
-  if (absl::GetFlag(FLAGS_dtype) != "fp32") return passes;
+  if (!Fp32Baseline()) return passes;
   std::erase_if(passes, [](const std::string& pass) {
     return pass == "autocast" || pass == "insert-casts" || pass == "fold-casts";
   });

@@ -5,12 +5,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -164,7 +167,9 @@ class StepTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
-absl::Status RunPipeline(ModelContext& context, std::vector<std::unique_ptr<Pass>>& pipeline) {
+// Prints the passes' warnings as they come and keeps them, without the file name, in `warnings`.
+absl::Status RunPipeline(ModelContext& context, std::vector<std::unique_ptr<Pass>>& pipeline,
+                         std::vector<std::string>& warnings) {
   const std::string print_after = absl::GetFlag(FLAGS_print_after);
   for (auto& pass : pipeline) {
     const std::shared_ptr<const GraphIndex> index_before = context.index;
@@ -173,7 +178,13 @@ absl::Status RunPipeline(ModelContext& context, std::vector<std::unique_ptr<Pass
     timer.Report(pass->Name());
     // An index handed on by the previous pass describes the model only until this pass ran.
     if (context.index == index_before) context.index.reset();
-    for (const std::string& warning : context.warnings) PrintDiagnostic(warning);
+    for (const std::string& warning : context.warnings) {
+      PrintDiagnostic(warning);
+      absl::string_view text = warning;
+      absl::ConsumePrefix(&text, context.file + ": ");
+      absl::ConsumePrefix(&text, "warning: ");
+      warnings.emplace_back(text);
+    }
     context.warnings.clear();
     if (!changed.ok()) return changed.status();
     if (print_after == "all" || print_after == pass->Name()) {
@@ -206,7 +217,7 @@ absl::StatusOr<std::shared_ptr<PrecisionPlan>> CompileModel(
   absl::StatusOr<TrainingOptions> training = TrainingOptionsFromFlags();
   if (!training.ok()) return training.status();
   context.training = *std::move(training);
-  if (absl::Status s = RunPipeline(context, pipeline); !s.ok()) return s;
+  if (absl::Status s = RunPipeline(context, pipeline, summary.pass_warnings); !s.ok()) return s;
   if (context.plan != nullptr) {
     for (const std::string& warning : context.plan->warnings) {
       PrintDiagnostic(absl::StrCat(input, ": warning: ", warning));
@@ -215,6 +226,7 @@ absl::StatusOr<std::shared_ptr<PrecisionPlan>> CompileModel(
   summary.weight_bytes_after = WeightBytes(model);
   summary.casts_after = CountCasts(model);
   summary.plan = context.plan.get();
+  summary.no_autocast_because = Fp32Baseline() ? "--dtype=fp32" : "--passes";
   summary.model = &model;
   return context.plan;
 }
@@ -232,16 +244,37 @@ void LeakUntilExit(absl::StatusOr<LoadedModel>& loaded,
   if (plan.ok()) kept_plan = new std::shared_ptr<PrecisionPlan>(*std::move(plan));
 }
 
-absl::Status WriteReport(const CompileSummary& summary) {
+// The --report file's temporary file, created before anything is saved: a report that cannot be
+// written fails the run with nothing written. Without --report, `file` stays empty.
+absl::Status StageReport(const std::vector<std::string>& models, std::optional<TempFile>& file) {
   const std::string path = absl::GetFlag(FLAGS_report);
   if (path.empty()) return absl::OkStatus();
-  return WriteTextFile(path, ReportJson(summary));
+  for (const std::string& model : models) {
+    if (!model.empty() && SameFile(path, model)) {
+      return UsageError(absl::StrCat(
+          "--report=", path, ": the report needs a file of its own, not the model file ", model));
+    }
+  }
+  if (std::filesystem::is_directory(path)) {
+    return absl::UnavailableError(absl::StrCat(path, ": cannot write the report: a directory"));
+  }
+  return file.emplace(path).Create();
+}
+
+absl::Status WriteReport(const CompileSummary& summary, std::optional<TempFile>& file) {
+  if (!file) return absl::OkStatus();
+  const std::string json = ReportJson(summary);
+  if (absl::Status s = file->Write(json.data(), json.size()); !s.ok()) return s;
+  if (absl::Status s = file->Close(); !s.ok()) return s;
+  return file->Commit();
 }
 
 absl::Status Explain(const std::vector<std::string>& args) {
   if (args.size() != 2) return UsageError("usage: ampc explain MODEL [flags]");
   absl::StatusOr<std::vector<std::unique_ptr<Pass>>> pipeline = BuildPipeline();
   if (!pipeline.ok()) return pipeline.status();
+  std::optional<TempFile> report;
+  if (absl::Status s = StageReport({args[1]}, report); !s.ok()) return s;
   absl::StatusOr<LoadedModel> loaded = LoadModel(args[1]);
   if (!loaded.ok()) return loaded.status();
   CompileSummary summary;
@@ -250,7 +283,7 @@ absl::Status Explain(const std::vector<std::string>& args) {
   if (!plan.ok()) return plan.status();
   std::cout << ExplainTable(summary) << std::flush;
   std::cerr << SummaryLine(summary) << "\n";
-  absl::Status status = WriteReport(summary);
+  absl::Status status = WriteReport(summary, report);
   LeakUntilExit(loaded, plan);
   return status;
 }
@@ -269,6 +302,8 @@ absl::Status Compile(const std::string& input) {
   if (!mode.ok()) return mode.status();
   absl::StatusOr<std::vector<std::unique_ptr<Pass>>> pipeline = BuildPipeline();
   if (!pipeline.ok()) return pipeline.status();
+  std::optional<TempFile> report;
+  if (absl::Status s = StageReport({input, output}, report); !s.ok()) return s;
   StepTimer timer;
   absl::StatusOr<LoadedModel> loaded = LoadModel(input);
   if (!loaded.ok()) return loaded.status();
@@ -287,8 +322,8 @@ absl::Status Compile(const std::string& input) {
     timer.Report("save");
   }
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cerr << SummaryLine(summary) << "\n";
-  absl::Status status = WriteReport(summary);
+  absl::Status status = WriteReport(summary, report);
+  if (status.ok()) std::cerr << SummaryLine(summary) << "\n";
   LeakUntilExit(loaded, plan);
   return status;
 }

@@ -103,8 +103,8 @@ std::string CastsText(const CompileSummary& summary, const ReportTotals& totals)
 std::string Heading(const CompileSummary& summary) {
   const PrecisionPlan* plan = summary.plan;
   if (plan == nullptr) {
-    return absl::StrCat(summary.input,
-                        ": autocast did not run (--passes): no per-node decisions\n");
+    return absl::StrCat(summary.input, ": autocast did not run (", summary.no_autocast_because,
+                        "): no per-node decisions\n");
   }
   return absl::StrCat(summary.input, ": low dtype ", DtypeName(plan->low_dtype),
                       plan->low_io ? "; --low-io: float graph I/O in the low dtype"

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "passes/precision_plan.h"
 
@@ -20,6 +21,10 @@ struct CompileSummary {
   const PrecisionPlan* plan = nullptr;  // null when autocast did not run
   // The compiled model the plan's nodes belong to: shapes for the FLOPs estimate ("n/a" if null).
   const onnx::ModelProto* model = nullptr;
+  std::string no_autocast_because;  // why plan is null: "--dtype=fp32" or "--passes"
+  // What passes warned about (sorting, NaN weights, ...), without the file name; the plan's
+  // warnings are its own.
+  std::vector<std::string> pass_warnings;
 };
 
 // Bytes of all initializers of every graph (sparse ones included); Cast nodes of every graph.

@@ -79,7 +79,7 @@ void CountCastsAdded(const CompileSummary& summary, ReportTotals& totals) {
 }
 
 void CollectWarnings(const PrecisionPlan& plan, ReportTotals& totals) {
-  totals.warnings = plan.warnings;
+  totals.warnings.insert(totals.warnings.end(), plan.warnings.begin(), plan.warnings.end());
   if (plan.values_clamped > 0) {
     totals.warnings.push_back(
         absl::StrCat(plan.values_clamped, " constant values clamped to +-65504 (--clamp)"));
@@ -95,6 +95,7 @@ void CollectWarnings(const PrecisionPlan& plan, ReportTotals& totals) {
 
 ReportTotals ComputeTotals(const CompileSummary& summary) {
   ReportTotals totals;
+  totals.warnings = summary.pass_warnings;
   if (summary.plan != nullptr) {
     CollectRows(summary, totals);
     CountByDtype(*summary.plan, totals);

@@ -196,6 +196,30 @@ TEST_F(CliTest, UnwritableOutputIsAnIoError) {
   ExpectNothingWritten(1);
 }
 
+TEST_F(CliTest, ReportThatCannotBeWrittenFailsTheRunBeforeTheModelIsSaved) {
+  const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
+  const std::string before = testing::ReadFileOrEmpty(path);
+  fs::create_directory(dir_ / "a-dir");
+  const struct {
+    std::string report;
+    int exit_code;
+  } cases[] = {{(dir_ / "no-such-dir" / "r.json").string(), 3},
+               {(dir_ / "a-dir").string(), 3},
+               {path, 2},
+               {out_, 2}};
+  for (const auto& c : cases) {
+    for (const bool explain : {false, true}) {
+      if (explain && c.report == out_) continue;  // explain writes no model
+      auto r = explain ? Ampc({"explain", path, "--report=" + c.report})
+                       : Ampc({path, "-o", out_, "--report=" + c.report});
+      EXPECT_EQ(r.exit_code, c.exit_code) << c.report << r.err;
+      ExpectOneLine(r, c.report);
+      ExpectNothingWritten(2);
+      EXPECT_EQ(testing::ReadFileOrEmpty(path), before);
+    }
+  }
+}
+
 TEST_F(CliTest, TrainingFlagErrorsWriteNothingAndLeaveTheInputAlone) {
   const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
   const std::string before = testing::ReadFileOrEmpty(path);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -127,7 +128,7 @@ class ReportTest : public ::testing::Test {
     plan_.constants_converted = 1;
     plan_.values_clamped = 3;
     plan_.warnings = {"node 'g#2' (MyOp): op not in the policy"};
-    summary_ = {"in.onnx", "out.onnx", 48, 24, 1, 5, 0.25, &plan_, &model_};
+    summary_ = {"in.onnx", "out.onnx", 48, 24, 1, 5, 0.25, &plan_, &model_, "", {}};
   }
   void Plan(const onnx::NodeProto* node, int dtype, Category category, std::string rule,
             int casts) {
@@ -292,6 +293,32 @@ TEST(ReportEndToEndTest, ReportMatchesTheOutputModel) {
   for (const onnx::NodeProto& node : mlp.graph().node()) {
     EXPECT_THAT(r.out, HasSubstr(node.name() + " ")) << r.out;
   }
+  r = testing::RunProcess({AMPC_BINARY, "explain", in, "--dtype=fp32"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("autocast did not run (--dtype=fp32)"));
+  r = testing::RunProcess({AMPC_BINARY, "explain", in, "--passes=infer-types"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("autocast did not run (--passes)"));
+  fs::remove_all(dir);
+}
+
+// A warning from a pass other than autocast (here verify-input sorting the nodes) is counted on
+// the summary line and listed in the report, like autocast's own.
+TEST(ReportEndToEndTest, EveryPrintedWarningIsCountedAndReported) {
+  char pattern[] = "/tmp/ampc-report-XXXXXX";
+  const fs::path dir = mkdtemp(pattern);
+  onnx::ModelProto mlp = models::BuildMlp();
+  auto& nodes = *mlp.mutable_graph()->mutable_node();
+  std::reverse(nodes.begin(), nodes.end());
+  const std::string in = (dir / "mlp.onnx").string(), report_path = (dir / "r.json").string();
+  std::ofstream(in, std::ios::binary) << mlp.SerializeAsString();
+  auto r = testing::RunProcess(
+      {AMPC_BINARY, in, "-o", (dir / "out.onnx").string(), "--report", report_path}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(in + ": warning: nodes were not in topological order"));
+  EXPECT_THAT(r.err, HasSubstr("; 1 warning; "));
+  const json report = json::parse(testing::ReadFileOrEmpty(report_path));
+  EXPECT_EQ(report["warnings"], json::array({"nodes were not in topological order; sorted them"}));
   fs::remove_all(dir);
 }
 
