@@ -85,6 +85,11 @@ absl::StatusOr<Json> ParseJsonText(const std::string& path, const std::string& t
   } catch (const Json::parse_error& e) {
     return Error(path, absl::StrCat("invalid JSON at ", Position(text, e.byte), ": ",
                                     ParserDetail(e.what())));
+  } catch (const Json::exception& e) {  // a number beyond a double's range, say
+    absl::string_view what = e.what();
+    const size_t tag_end = what.find("] ");  // "[json.exception.out_of_range.406] ..."
+    if (tag_end != absl::string_view::npos) what.remove_prefix(tag_end + 2);
+    return Error(path, absl::StrCat("invalid JSON: ", what));
   }
 }
 

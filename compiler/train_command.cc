@@ -133,7 +133,7 @@ absl::StatusOr<LrSchedule> Schedule(const onnx::ModelProto& model, float base) {
   Json json;
   try {
     json = Json::parse(*text);
-  } catch (const Json::parse_error&) {
+  } catch (const Json::exception&) {
     return absl::InvalidArgumentError(
         absl::StrCat("metadata ampc.lr_schedule = '", *text, "' is not JSON"));
   }

@@ -94,6 +94,8 @@ TEST_F(PolicyFileTest, InvalidJsonGivesThePosition) {
   ExpectError("{\"version\": 1,\n  \"ops\": {\"Softmax\": FOLLOW}}", "invalid JSON at byte");
   ExpectError("", "invalid JSON");
   ExpectError("{\"version\": 1, \"ops\": {}", "the end of the file");
+  ExpectError("{\"version\": 1e400, \"ops\": {}}",
+              "invalid JSON: number overflow parsing '1e400'");  // was an uncaught exception
 }
 
 TEST_F(PolicyFileTest, TopLevelMustBeAnObject) {

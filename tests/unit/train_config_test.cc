@@ -139,6 +139,8 @@ TEST_F(TrainConfigTest, FileErrors) {
   EXPECT_EQ(ExitCodeFor(missing), kExitUsage);
   EXPECT_THAT(std::string(missing.message()), HasSubstr("cannot open the --train-config file"));
   ExpectError("{\"groups\": [", "invalid JSON at the end of the file");
+  ExpectError(R"({"scaler": {"init_scale": 1e400}})",
+              "invalid JSON: number overflow parsing '1e400'");
   ExpectError(R"({"groups": [], "groups": []})", "\"groups\" appears twice");
   ExpectError("[]", "expected an object {\"groups\": [...]");
   ExpectError(R"({"group": []})",
