@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <new>
 #include <optional>
@@ -254,9 +253,6 @@ absl::Status StageReport(const std::vector<std::string>& models, std::optional<T
       return UsageError(absl::StrCat(
           "--report=", path, ": the report needs a file of its own, not the model file ", model));
     }
-  }
-  if (std::filesystem::is_directory(path)) {
-    return absl::UnavailableError(absl::StrCat(path, ": cannot write the report: a directory"));
   }
   return file.emplace(path).Create();
 }

@@ -68,7 +68,28 @@ TempFile::~TempFile() {
   if (!name_.empty()) ::unlink(name_.c_str());
 }
 
+absl::Status CheckWritable(const std::string& path) {
+  // The rename that commits would replace a device or FIFO by a regular file (run as root,
+  // `-o /dev/null` would have replaced /dev/null), and fail on a directory only after the work.
+  struct stat existing;
+  if (::lstat(path.c_str(), &existing) == 0 && !S_ISREG(existing.st_mode) &&
+      !S_ISLNK(existing.st_mode)) {
+    return absl::UnavailableError(absl::StrCat(
+        path, ": cannot write: ",
+        S_ISDIR(existing.st_mode) ? "a directory" : "not a regular file (a device, FIFO or socket)",
+        "; ampc writes a new file and renames it into place"));
+  }
+  const fs::path dir = fs::path(path).parent_path();
+  std::error_code error;
+  if (!dir.empty() && !fs::is_directory(dir, error)) {
+    return absl::UnavailableError(
+        absl::StrCat(path, ": cannot write: ", dir.string(), " is not a directory"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status TempFile::Create() {
+  if (absl::Status s = CheckWritable(final_); !s.ok()) return s;
   std::string name = absl::StrCat(final_, ".tmp.", ::getpid(), ".XXXXXX");
   Fd fd(::mkstemp(name.data()));
   if (fd.get() < 0) return Error("cannot create", errno);

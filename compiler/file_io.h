@@ -32,6 +32,10 @@ class Fd {
 // Reads exactly `size` bytes at `offset`. Returns 0, or errno (EIO at an unexpected end of file).
 int ReadAt(int fd, char* buffer, uint64_t size, uint64_t offset);
 
+// Unavailable, naming `path`, when a file cannot be written there by renaming a new one into
+// place: `path` is a directory, device, FIFO or socket, or its directory does not exist.
+absl::Status CheckWritable(const std::string& path);
+
 // A temporary file `<final>.tmp.<pid>.XXXXXX` beside `final`: renamed into place by Commit,
 // removed otherwise (a process killed with -9 leaves it; RemoveStaleTempFiles clears it later).
 // Errors are Unavailable and name the final path.

@@ -159,10 +159,16 @@ absl::Status WriteOutputs(const Session& session, const std::vector<Tensor>& out
 
 }  // namespace
 
+absl::Status CheckThreadsFlag() {
+  if (absl::GetFlag(FLAGS_threads) >= 0) return absl::OkStatus();
+  return UsageError("--threads must be >= 0 (0: one per core)");
+}
+
 absl::Status RunModelCommand(const std::vector<std::string>& args,
                              const std::vector<std::string>& input_specs) {
   if (args.size() != 2)
     return UsageError("usage: ampc run MODEL --input NAME=FILE ... [--output-dir DIR]");
+  AMPC_RETURN_IF_ERROR(CheckThreadsFlag());
   const std::string device = absl::GetFlag(FLAGS_device);
   absl::StatusOr<std::unique_ptr<Backend>> chosen =
       CreateBackend(device, absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_tf32));

@@ -9,6 +9,9 @@
 
 namespace ampc {
 
+// A usage error when --threads is negative (run and train share the flag).
+absl::Status CheckThreadsFlag();
+
 // `args` are the positionals ("run", MODEL); `inputs` the NAME=FILE values of --input.
 absl::Status RunModelCommand(const std::vector<std::string>& args,
                              const std::vector<std::string>& inputs);

@@ -19,8 +19,11 @@
 #include "absl/strings/str_join.h"
 #include "compiler/diagnostics.h"
 #include "compiler/exit_codes.h"
+#include "compiler/file_io.h"
 #include "compiler/lr_schedule.h"
 #include "compiler/model_io.h"
+#include "compiler/run_command.h"
+#include "compiler/train_flags.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "passes/training_state.h"
 #include "runtime/data_readers.h"
@@ -32,8 +35,7 @@ ABSL_FLAG(std::string, data, "",
           "ampc train: fashion-mnist[:DIR], mnist:DIR, npy:DIR, pb:DIR or synthetic[:N].");
 ABSL_FLAG(int64_t, batch, 64, "ampc train: samples per step.");
 ABSL_FLAG(int64_t, epochs, 2, "ampc train: epochs in all, counting those the model has done.");
-constexpr double kDefaultLearningRate = 0.01;
-ABSL_FLAG(double, lr, kDefaultLearningRate,
+ABSL_FLAG(double, lr, ampc::kDefaultLearningRate,
           "the learning rate: recorded by --train; ampc train's base rate of the schedule "
           "(default: the model's recorded one).");
 ABSL_FLAG(std::string, metrics, "",
@@ -338,6 +340,13 @@ absl::StatusOr<std::string> CheckFlags(const std::vector<std::string>& args) {
   }
   if (absl::GetFlag(FLAGS_data).empty()) return UsageError("ampc train needs --data SOURCE");
   if (absl::GetFlag(FLAGS_batch) < 1) return UsageError("--batch must be at least 1");
+  if (absl::GetFlag(FLAGS_epochs) < 1) {
+    return UsageError("--epochs must be at least 1 (epochs in all, counting those done)");
+  }
+  if (absl::GetFlag(FLAGS_log_every) < 1) return UsageError("--log-every must be at least 1");
+  AMPC_RETURN_IF_ERROR(CheckThreadsFlag());
+  const double lr = absl::GetFlag(FLAGS_lr);
+  if (!(std::isfinite(lr) && lr > 0)) return UsageError("--lr must be a finite number > 0");
   if (absl::GetFlag(FLAGS_max_consecutive_skips) < 0) {
     return UsageError("--max-consecutive-skips must be >= 1 (or 0: the model's, else 100)");
   }
@@ -348,6 +357,13 @@ absl::StatusOr<std::string> CheckFlags(const std::vector<std::string>& args) {
   if (!save.empty() && SameFile(save, args[1])) {
     return UsageError("--save must not overwrite the input model");
   }
+  const std::string metrics = absl::GetFlag(FLAGS_metrics);
+  for (const std::string& other : {args[1], save}) {
+    if (!metrics.empty() && !other.empty() && SameFile(metrics, other)) {
+      return UsageError(absl::StrCat("--metrics=", metrics, " is also the model file ", other));
+    }
+  }
+  if (!save.empty()) AMPC_RETURN_IF_ERROR(CheckWritable(save));
   const bool resume = absl::GetFlag(FLAGS_resume) && std::filesystem::exists(save);
   return resume ? save : args[1];
 }

@@ -21,9 +21,11 @@ ABSL_FLAG(std::string, loss_op, "",
           "--train: cross_entropy:LOGITS or mse:OUTPUT adds that loss (and a labels or target "
           "input) to a forward model without one; replaces --loss.");
 ABSL_FLAG(std::string, optimizer, "adamw", "--train: sgd, momentum, adam or adamw.");
-ABSL_FLAG(double, weight_decay, -1.0,
+constexpr double kDefaultWeightDecay = -1.0;  // the optimizer's: AdamW 0.01, the others 0
+ABSL_FLAG(double, weight_decay, kDefaultWeightDecay,
           "--train: weight decay (default: 0.01 for adamw, 0 for the others).");
-ABSL_FLAG(double, momentum, 0.9, "--train: the momentum of --optimizer=momentum.");
+constexpr double kDefaultMomentum = 0.9;
+ABSL_FLAG(double, momentum, kDefaultMomentum, "--train: the momentum of --optimizer=momentum.");
 ABSL_FLAG(bool, nesterov, false, "--train: Nesterov momentum (--optimizer=momentum).");
 ABSL_FLAG(std::string, freeze, "", "--train: initializers whose names fully match stay fixed.");
 ABSL_FLAG(std::string, loss_scale, "",
@@ -76,6 +78,39 @@ absl::Status ParseOptimizer(const std::string& text, TrainingOptions& options) {
   return absl::OkStatus();
 }
 
+// The first flag that only the training step reads and that differs from its default, or null.
+const char* StepFlagGiven() {
+  if (absl::GetFlag(FLAGS_lr) != kDefaultLearningRate) return "--lr";
+  if (absl::GetFlag(FLAGS_optimizer) != "adamw") return "--optimizer";
+  if (absl::GetFlag(FLAGS_weight_decay) != kDefaultWeightDecay) return "--weight-decay";
+  if (absl::GetFlag(FLAGS_momentum) != kDefaultMomentum) return "--momentum";
+  if (absl::GetFlag(FLAGS_nesterov)) return "--nesterov";
+  if (!absl::GetFlag(FLAGS_freeze).empty()) return "--freeze";
+  if (!absl::GetFlag(FLAGS_loss_scale).empty()) return "--loss-scale";
+  if (absl::GetFlag(FLAGS_clip_grad_norm) != 0) return "--clip-grad-norm";
+  if (absl::GetFlag(FLAGS_accumulate) != 1) return "--accumulate";
+  return nullptr;
+}
+
+// The flags' values as float; NaN and values beyond float's range are refused like the
+// --train-config file's.
+absl::Status CheckHyperParameters(const TrainingOptions& o) {
+  if (!(std::isfinite(o.lr) && o.lr > 0)) return UsageError("--lr must be a finite number > 0");
+  if (!(std::isfinite(o.momentum) && o.momentum >= 0)) {
+    return UsageError("--momentum must be a finite number >= 0");
+  }
+  // Negative is the flag's "unset": the optimizer's default decay.
+  if (std::isnan(o.weight_decay) || std::isinf(o.weight_decay) ||
+      (o.weight_decay < 0 && absl::GetFlag(FLAGS_weight_decay) != kDefaultWeightDecay)) {
+    return UsageError("--weight-decay must be a finite number >= 0");
+  }
+  if (!(o.clip_grad_norm >= 0)) return UsageError("--clip-grad-norm must be >= 0");
+  if (o.nesterov && o.optimizer == TrainingOptions::Optimizer::kMomentum && o.momentum <= 0) {
+    return UsageError("--nesterov needs --momentum > 0");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
@@ -87,6 +122,9 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
     if (!options.loss.empty()) return UsageError("--loss needs --train");
     if (!options.loss_op.empty()) return UsageError("--loss-op needs --train");
     if (!TrainConfigPath().empty()) return UsageError("--train-config needs --train");
+    if (const char* flag = StepFlagGiven(); flag != nullptr) {
+      return UsageError(absl::StrCat(flag, " needs --train"));
+    }
     return options;
   }
   if (!options.loss_op.empty()) {
@@ -114,13 +152,12 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
   options.momentum = static_cast<float>(absl::GetFlag(FLAGS_momentum));
   options.nesterov = absl::GetFlag(FLAGS_nesterov);
   options.clip_grad_norm = static_cast<float>(absl::GetFlag(FLAGS_clip_grad_norm));
-  if (!(options.clip_grad_norm >= 0)) return UsageError("--clip-grad-norm must be >= 0");
+  if (absl::Status s = CheckHyperParameters(options); !s.ok()) return s;
   options.accumulate = absl::GetFlag(FLAGS_accumulate);
   if (options.accumulate < 1 || options.accumulate > (int64_t{1} << 24)) {
     return UsageError(absl::StrCat("--accumulate=", options.accumulate,
                                    ": expected a count of micro-batches from 1 to 16777216"));
   }
-  if (!(options.lr > 0)) return UsageError("--lr must be > 0");
   if (!TrainConfigPath().empty()) {
     if (absl::Status s = ApplyTrainConfig(TrainConfigPath(), options); !s.ok()) return s;
   }

@@ -2,6 +2,7 @@
 // node/value, and nothing written.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -239,6 +240,18 @@ TEST_F(CliTest, TrainingFlagErrorsWriteNothingAndLeaveTheInputAlone) {
       {{"--train", "--loss=nothing"}, 1, "--loss=nothing: no such value in the graph"},
       {{"--train", "--loss=logits"}, 1, "--loss=logits: the loss must be a scalar"},
       {{"--loss-op=cross_entropy:logits"}, 2, "--loss-op needs --train"},
+      {{"--optimizer=adam"}, 2, "--optimizer needs --train"},
+      {{"--lr=0.1"}, 2, "--lr needs --train"},
+      {{"--train", "--loss=loss", "--lr=inf"}, 2, "--lr must be a finite number > 0"},
+      {{"--train", "--loss=loss", "--optimizer=momentum", "--momentum=nan"},
+       2,
+       "--momentum must be a finite number >= 0"},
+      {{"--train", "--loss=loss", "--weight-decay=-0.5"},
+       2,
+       "--weight-decay must be a finite number >= 0"},
+      {{"--train", "--loss=loss", "--optimizer=momentum", "--momentum=0", "--nesterov"},
+       2,
+       "--nesterov needs --momentum > 0"},
       {{"--train", "--loss=loss", "--loss-op=cross_entropy:logits"},
        2,
        "--loss and --loss-op exclude each other"},
@@ -265,6 +278,23 @@ TEST_F(CliTest, TrainingFlagErrorsWriteNothingAndLeaveTheInputAlone) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     ExpectNothingWritten(1);
     EXPECT_EQ(testing::ReadFileOrEmpty(path), before);
+  }
+}
+
+// Saving renames a new file into place, which would replace a FIFO or device by a regular file.
+TEST_F(CliTest, SpecialFilesAreNotReplaced) {
+  const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
+  const std::string fifo = (dir_ / "fifo").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{path, "-o", fifo},
+        std::vector<std::string>{"explain", path, "--report=" + fifo}}) {
+    auto r = Ampc(args);
+    EXPECT_EQ(r.exit_code, 3) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(fifo + ": cannot write: not a regular file"));
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_TRUE(fs::is_fifo(fifo));
+    EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator{}), 2);
   }
 }
 

@@ -2,6 +2,7 @@
 // writes metrics and checkpoints, resumes bit-identically, and fails clearly on bad input.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class TrainCommandTest : public ::testing::Test {
  protected:
@@ -207,6 +209,33 @@ TEST_F(TrainCommandTest, ErrorsAreOneLineWithTheRightExitCode) {
   r = Ampc({"train", model_, "--data", "synthetic:16", "--batch", "64"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--batch 64 is larger than the training set (16 samples)"));
+  const std::string before = testing::ReadFileOrEmpty(model_);
+  ASSERT_EQ(mkfifo(Path("fifo").c_str(), 0600), 0);
+  const std::pair<std::vector<std::string>, std::string> usage_errors[] = {
+      {{"--epochs", "0"}, "--epochs must be at least 1"},
+      {{"--log-every", "0"}, "--log-every must be at least 1"},
+      {{"--threads", "-1"}, "--threads must be >= 0"},
+      {{"--lr", "nan"}, "--lr must be a finite number > 0"},
+      {{"--lr", "-0.1"}, "--lr must be a finite number > 0"},
+      {{"--metrics", model_}, "--metrics=" + model_ + " is also the model file"},
+      {{"--save", Path("s.onnx"), "--metrics", Path("s.onnx")}, "is also the model file"},
+  };
+  for (const auto& [flags, message] : usage_errors) {
+    std::vector<std::string> args = {"train", model_, "--data", "synthetic:64"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    r = Ampc(args);
+    EXPECT_EQ(r.exit_code, 2) << message;
+    EXPECT_THAT(r.err, HasSubstr(message));
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(testing::ReadFileOrEmpty(model_), before);
+    EXPECT_FALSE(fs::exists(Path("s.onnx")));
+  }
+  // Checked before training, not after it.
+  r = Ampc({"train", model_, "--data", "synthetic:64", "--save", Path("fifo")});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr(Path("fifo") + ": cannot write: not a regular file"));
+  EXPECT_THAT(r.err, Not(HasSubstr("epoch")));
+  EXPECT_TRUE(fs::is_fifo(Path("fifo")));
 }
 
 // IDX files with a wrong magic number or cut short, through the real command: one line naming
