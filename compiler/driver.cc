@@ -245,8 +245,10 @@ void LeakUntilExit(absl::StatusOr<LoadedModel>& loaded,
 
 // The --report file's temporary file, created before anything is saved: a report that cannot be
 // written fails the run with nothing written. Without --report, `file` stays empty.
+std::string ReportPath() { return absl::GetFlag(FLAGS_report); }
+
 absl::Status StageReport(const std::vector<std::string>& models, std::optional<TempFile>& file) {
-  const std::string path = absl::GetFlag(FLAGS_report);
+  const std::string path = ReportPath();
   if (path.empty()) return absl::OkStatus();
   for (const std::string& model : models) {
     if (!model.empty() && SameFile(path, model)) {
@@ -273,6 +275,7 @@ absl::Status Explain(const std::vector<std::string>& args) {
   if (absl::Status s = StageReport({args[1]}, report); !s.ok()) return s;
   absl::StatusOr<LoadedModel> loaded = LoadModel(args[1]);
   if (!loaded.ok()) return loaded.status();
+  if (absl::Status s = CheckNotInputData(*loaded, "--report", ReportPath()); !s.ok()) return s;
   CompileSummary summary;
   absl::StatusOr<std::shared_ptr<PrecisionPlan>> plan =
       CompileModel(args[1], loaded->model, *pipeline, summary);
@@ -304,6 +307,9 @@ absl::Status Compile(const std::string& input) {
   absl::StatusOr<LoadedModel> loaded = LoadModel(input);
   if (!loaded.ok()) return loaded.status();
   timer.Report("load");
+  for (const auto& [flag, path] : {std::pair{"-o", output}, {"--report", ReportPath()}}) {
+    if (absl::Status s = CheckNotInputData(*loaded, flag, path); !s.ok()) return s;
+  }
   CompileSummary summary;
   absl::StatusOr<std::shared_ptr<PrecisionPlan>> plan =
       CompileModel(input, loaded->model, *pipeline, summary);
@@ -313,6 +319,7 @@ absl::Status Compile(const std::string& input) {
     SaveOptions options;
     options.external_data = *mode;
     options.input_used_external_data = loaded->used_external_data;
+    options.keep = loaded->data_files;
     timer = StepTimer();
     if (absl::Status s = SaveModel(loaded->model, output, options); !s.ok()) return s;
     timer.Report("save");

@@ -86,11 +86,10 @@ class ExternalDataReader {
     dir_ = fs::path(model_path).parent_path();
   }
 
-  bool used() const { return used_; }
+  const std::vector<std::string>& files() const { return paths_; }
 
   absl::Status Read(TensorProto& tensor, const TensorSite& site) {
     if (tensor.data_location() != TensorProto::EXTERNAL) return absl::OkStatus();
-    used_ = true;
     std::string prefix = absl::StrCat(model_path_, ": ", DescribeTensor(tensor, site), ": ");
     absl::StatusOr<ExternalSpan> span = Locate(tensor, prefix);
     if (!span.ok()) return span.status();
@@ -129,6 +128,7 @@ class ExternalDataReader {
     if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
       return absl::InvalidArgumentError(prefix + ": not a regular file");
     }
+    paths_.push_back(full);
     OpenFile& file = files_[location];
     file.fd = std::move(fd);
     file.size = static_cast<uint64_t>(st.st_size);
@@ -138,7 +138,7 @@ class ExternalDataReader {
   std::string model_path_;
   fs::path dir_;
   std::map<std::string, OpenFile> files_;
-  bool used_ = false;
+  std::vector<std::string> paths_;  // of files_, in the order first read
 };
 
 void AddEntry(TensorProto& tensor, const std::string& key, const std::string& value) {
@@ -149,13 +149,14 @@ void AddEntry(TensorProto& tensor, const std::string& key, const std::string& va
 
 }  // namespace
 
-absl::StatusOr<bool> ReadExternalData(const std::string& model_path, onnx::ModelProto& model) {
+absl::StatusOr<std::vector<std::string>> ReadExternalData(const std::string& model_path,
+                                                          onnx::ModelProto& model) {
   ExternalDataReader reader(model_path);
   absl::Status read = VisitTensors(model, [&](TensorProto& tensor, const TensorSite& site) {
     return reader.Read(tensor, site);
   });
   if (!read.ok()) return read;
-  return reader.used();
+  return reader.files();
 }
 
 ExternalDataWriter::ExternalDataWriter(const std::string& model_path, const std::string& data_name,

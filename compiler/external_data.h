@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "compiler/file_io.h"
@@ -13,8 +14,10 @@
 namespace ampc {
 
 // Reads every external tensor of `model` (loaded from `model_path`) into raw_data and clears its
-// external fields. Returns whether any tensor was external. Errors start with `model_path`.
-absl::StatusOr<bool> ReadExternalData(const std::string& model_path, onnx::ModelProto& model);
+// external fields. Returns the paths of the files read (none: no tensor was external). Errors
+// start with `model_path`.
+absl::StatusOr<std::vector<std::string>> ReadExternalData(const std::string& model_path,
+                                                          onnx::ModelProto& model);
 
 // Writes the external data file `data_name` (a file name, beside the model) for a model about to
 // be saved at `model_path`: a temporary file, renamed into place by Commit.

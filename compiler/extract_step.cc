@@ -168,6 +168,7 @@ absl::Status ExtractStepCommand(const std::vector<std::string>& args) {
         absl::StrCat("-o ", output, " is the input file; ampc never overwrites its input"));
   }
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(input));
+  AMPC_RETURN_IF_ERROR(CheckNotInputData(loaded, "-o", output));
   absl::StatusOr<onnx::ModelProto> step =
       ExtractTrainingStep(loaded.model, absl::GetFlag(FLAGS_with_state));
   if (!step.ok()) {
@@ -175,6 +176,7 @@ absl::Status ExtractStepCommand(const std::vector<std::string>& args) {
   }
   SaveOptions options;
   options.input_used_external_data = loaded.used_external_data;
+  options.keep = loaded.data_files;
   return SaveModel(*step, output, options);
 }
 

@@ -83,7 +83,8 @@ absl::Status CheckWritable(const std::string& path) {
   std::error_code error;
   if (!dir.empty() && !fs::is_directory(dir, error)) {
     return absl::UnavailableError(
-        absl::StrCat(path, ": cannot write: ", dir.string(), " is not a directory"));
+        absl::StrCat(path, ": cannot write: ", dir.string(),
+                     fs::exists(dir, error) ? " is not a directory" : " does not exist"));
   }
   return absl::OkStatus();
 }

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "compiler/exit_codes.h"
 #include "compiler/external_data.h"
 #include "compiler/file_io.h"
 
@@ -200,9 +201,10 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& path) {
   if (!loaded.model.has_graph()) {
     return absl::InvalidArgumentError(path + ": not a valid ONNX model (it has no graph)");
   }
-  absl::StatusOr<bool> used = ReadExternalData(path, loaded.model);
-  if (!used.ok()) return used.status();
-  loaded.used_external_data = *used;
+  absl::StatusOr<std::vector<std::string>> files = ReadExternalData(path, loaded.model);
+  if (!files.ok()) return files.status();
+  loaded.data_files = *std::move(files);
+  loaded.used_external_data = !loaded.data_files.empty();
   return loaded;
 }
 
@@ -248,6 +250,11 @@ bool WantsExternalData(const onnx::ModelProto& model, const SaveOptions& options
          static_cast<uint64_t>(std::max<int64_t>(options.inline_limit_bytes, 0));
 }
 
+bool Kept(const std::string& path, const SaveOptions& options) {
+  return std::any_of(options.keep.begin(), options.keep.end(),
+                     [&](const std::string& kept) { return SameFile(kept, path); });
+}
+
 // Whether the file at `path` contains `needle` (read in chunks; false when it cannot be read).
 bool FileContains(const std::string& path, const std::string& needle) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -272,9 +279,16 @@ absl::Status SaveWithExternalData(onnx::ModelProto model, const std::string& pat
                                   const SaveOptions& options) {
   const fs::path target(path);
   const std::string name = target.filename().string();
-  const std::string plain = name + ".data", alt = name + ".alt.data";
-  const bool in_use = FileContains(path, plain);
-  const std::string data_name = in_use ? alt : plain, previous = in_use ? plain : alt;
+  std::string data_name = name + ".data", previous = name + ".alt.data";
+  auto free = [&](const std::string& data) {
+    return !FileContains(path, data) && !Kept((target.parent_path() / data).string(), options);
+  };
+  if (!free(data_name)) std::swap(data_name, previous);
+  if (!free(data_name)) {
+    return absl::UnavailableError(
+        absl::StrCat(path, ": cannot write external data: ", name, ".data and ", name,
+                     ".alt.data are both read, by the model in place or by the input"));
+  }
   ExternalDataWriter data(path, data_name, options.external_min_bytes);
   if (absl::Status s = data.Externalize(model); !s.ok()) return s;
   TempFile model_file(path);
@@ -284,7 +298,9 @@ absl::Status SaveWithExternalData(onnx::ModelProto model, const std::string& pat
   SyncDirectory(path);
   FaultPoint("before-cleanup");
   const fs::path old_data = target.parent_path() / previous;
-  if (FileContains(path, previous)) return absl::OkStatus();  // not ours to remove
+  if (FileContains(path, previous) || Kept(old_data.string(), options)) {
+    return absl::OkStatus();  // not ours to remove
+  }
   ::unlink(old_data.c_str());
   RemoveStaleTempFiles(old_data.string());
   RemoveStaleTempFiles((target.parent_path() / data_name).string());
@@ -295,6 +311,10 @@ absl::Status SaveWithExternalData(onnx::ModelProto model, const std::string& pat
 
 absl::Status SaveModel(const onnx::ModelProto& model, const std::string& path,
                        const SaveOptions& options) {
+  if (Kept(path, options)) {
+    return absl::UnavailableError(
+        absl::StrCat(path, ": cannot write: the input model reads its external data from it"));
+  }
   absl::Status status;
   if (WantsExternalData(model, options)) {
     status = SaveWithExternalData(model, path, options);
@@ -306,6 +326,17 @@ absl::Status SaveModel(const onnx::ModelProto& model, const std::string& path,
   if (!status.ok()) return status;
   SyncDirectory(path);
   RemoveStaleTempFiles(path);
+  return absl::OkStatus();
+}
+
+absl::Status CheckNotInputData(const LoadedModel& loaded, const std::string& flag,
+                               const std::string& path) {
+  for (const std::string& data : loaded.data_files) {
+    if (path.empty() || !SameFile(path, data)) continue;
+    return UsageError(absl::StrCat(flag, " ", path,
+                                   " is an external data file of the input; ampc never "
+                                   "overwrites its input"));
+  }
   return absl::OkStatus();
 }
 

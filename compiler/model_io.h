@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -12,8 +13,9 @@
 namespace ampc {
 
 struct LoadedModel {
-  onnx::ModelProto model;           // every tensor's data inline (external data read in)
-  bool used_external_data = false;  // the file referenced external data
+  onnx::ModelProto model;               // every tensor's data inline (external data read in)
+  bool used_external_data = false;      // the file referenced external data
+  std::vector<std::string> data_files;  // the external data files read (paths)
 };
 
 // Loads `path`. External data (ONNX spec: data_location EXTERNAL with `location`, `offset`,
@@ -33,6 +35,8 @@ struct SaveOptions {
   int64_t inline_limit_bytes = int64_t{1} << 30;
   // Tensors with at least this many bytes of data go to the external file.
   int64_t external_min_bytes = 1024;
+  // Files this save must neither write nor remove: the external data of the model it came from.
+  std::vector<std::string> keep = {};
 };
 
 // Writes `model` to `path` through a temporary file renamed into place. External data goes to
@@ -44,6 +48,11 @@ struct SaveOptions {
 // (2 GiB or more with kNever) is InvalidArgument.
 absl::Status SaveModel(const onnx::ModelProto& model, const std::string& path,
                        const SaveOptions& options = {});
+
+// A usage error when the file `flag` names (`path`; "" for none) is an external data file of
+// `loaded`: writing it would destroy the input.
+absl::Status CheckNotInputData(const LoadedModel& loaded, const std::string& flag,
+                               const std::string& path);
 
 // True if `a` and `b` name the same file: both exist and are the same inode, or their
 // normalized absolute paths are equal.

@@ -324,10 +324,13 @@ absl::Status TooManySkips(TrainingSession& session, const std::string& path, int
       path, state.consecutive_skips, batches_run, state.scale, where));
 }
 
-absl::Status Save(const TrainingSession& session, const std::string& path) {
+absl::Status Save(const TrainingSession& session, const std::string& path,
+                  const std::vector<std::string>& input_data) {
   if (path.empty()) return absl::OkStatus();
   AMPC_ASSIGN_OR_RETURN(onnx::ModelProto model, session.Checkpoint());
-  return SaveModel(model, path);
+  SaveOptions options;
+  options.keep = input_data;
+  return SaveModel(model, path, options);
 }
 
 absl::StatusOr<std::string> CheckFlags(const std::vector<std::string>& args) {
@@ -374,6 +377,9 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
   AMPC_ASSIGN_OR_RETURN(const std::string path, CheckFlags(args));
   AMPC_ASSIGN_OR_RETURN(DataSplits data, LoadData(absl::GetFlag(FLAGS_data)));
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
+  AMPC_RETURN_IF_ERROR(CheckNotInputData(loaded, "--save", absl::GetFlag(FLAGS_save)));
+  AMPC_RETURN_IF_ERROR(CheckNotInputData(loaded, "--metrics", absl::GetFlag(FLAGS_metrics)));
+  const std::vector<std::string> input_data = loaded.data_files;
   AMPC_ASSIGN_OR_RETURN(const float base_lr, BaseLearningRate(loaded.model));
   AMPC_ASSIGN_OR_RETURN(const int64_t accumulate, MicroBatchesPerStep(loaded.model));
   AMPC_ASSIGN_OR_RETURN(const LrSchedule schedule, Schedule(loaded.model, base_lr));
@@ -456,7 +462,7 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
                      "epoch %d: test accuracy %.4f, %d steps applied, %d skipped, scale %g\n",
                      epoch + 1, accuracy, state.step, state.skipped_steps, state.scale)
               << std::flush;
-    AMPC_RETURN_IF_ERROR(Save(session, absl::GetFlag(FLAGS_save)));
+    AMPC_RETURN_IF_ERROR(Save(session, absl::GetFlag(FLAGS_save), input_data));
   }
   if (absl::GetFlag(FLAGS_capture)) {
     PrintDiagnostic(session.capture_off_reason().empty()

@@ -298,6 +298,40 @@ TEST_F(CliTest, SpecialFilesAreNotReplaced) {
   }
 }
 
+// The input's external data is input too: no output, report or new data file may replace it.
+TEST_F(CliTest, TheInputsExternalDataIsNeverOverwritten) {
+  const std::string model = (dir_ / "xe.onnx").string(), data = model + ".data";
+  ASSERT_TRUE(
+      SaveModel(models::BuildMlp(), model, {.external_data = SaveOptions::ExternalData::kAlways})
+          .ok());
+  const std::string before = testing::ReadFileOrEmpty(data);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{model, "-o", data},
+        std::vector<std::string>{model, "-o", out_, "--report=" + data},
+        std::vector<std::string>{"explain", model, "--report=" + data}}) {
+    auto r = Ampc(args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(data + " is an external data file of the input"));
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(testing::ReadFileOrEmpty(data), before);
+    EXPECT_FALSE(fs::exists(out_));
+  }
+  // A model whose data file is the one the output would take by default: the output's data goes
+  // to the other name, and the input still loads.
+  const std::string input = (dir_ / "a.onnx").string(), taken = out_ + ".data";
+  ASSERT_TRUE(
+      SaveModel(models::BuildMlp(), out_, {.external_data = SaveOptions::ExternalData::kAlways})
+          .ok());
+  fs::rename(out_, input);
+  const std::string taken_before = testing::ReadFileOrEmpty(taken);
+  auto r = Ampc({input, "-o", out_, "--external-data=always"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(testing::ReadFileOrEmpty(taken), taken_before);
+  EXPECT_TRUE(fs::exists(out_ + ".alt.data"));
+  EXPECT_TRUE(LoadModel(input).ok());
+  EXPECT_TRUE(LoadModel(out_).ok());
+}
+
 TEST_F(CliTest, RunThatFailsCreatesNoOutputDir) {
   const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
   auto r = Ampc({"run", path, "--input", "image=" + (dir_ / "missing.npy").string(), "--input",

@@ -474,7 +474,7 @@ TEST_F(ModelIoTest, SaveIntoAMissingDirectoryIsUnavailable) {
     absl::Status status = SaveModel(MakeModel(), Path("nope/out.onnx"), {.external_data = mode});
     EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
     EXPECT_THAT(std::string(status.message()), StartsWith(Path("nope/out.onnx")));
-    EXPECT_THAT(std::string(status.message()), HasSubstr("No such file or directory"));
+    EXPECT_THAT(std::string(status.message()), HasSubstr(Path("nope") + " does not exist"));
   }
   EXPECT_TRUE(Files().empty());
 }
@@ -484,21 +484,21 @@ TEST_F(ModelIoTest, SaveUnderARegularFileIsUnavailable) {
   absl::Status status = SaveModel(MakeModel(), Path("file/out.onnx"));
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(status.message()), StartsWith(Path("file/out.onnx") + ": "));
-  EXPECT_THAT(std::string(status.message()), HasSubstr("Not a directory"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr(Path("file") + " is not a directory"));
   EXPECT_EQ(Files(), std::vector<std::string>{"file"});
 }
 
 TEST_F(ModelIoTest, FailedSaveLeavesThePreviousOutputIntact) {
   ASSERT_TRUE(SaveModel(MakeModel(), Path("out.onnx"), {.external_data = External::kNever}).ok());
   const std::string before = ReadFile(Path("out.onnx"));
-  fs::create_directory(Path("out.onnx.data"));  // the data file cannot be renamed onto it
+  fs::create_directory(Path("out.onnx.data"));  // the data file cannot replace it
   WriteFile(Path("out.onnx.data/keep"), "k");
   onnx::ModelProto changed = MakeModel();
   changed.set_producer_name("changed");
   absl::Status status = SaveModel(changed, Path("out.onnx"), {.external_data = External::kAlways});
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(status.message()),
-              StartsWith(Path("out.onnx.data") + ": cannot replace"));
+              StartsWith(Path("out.onnx.data") + ": cannot write: a directory"));
   EXPECT_EQ(ReadFile(Path("out.onnx")), before);
   EXPECT_EQ(Files(), (std::vector<std::string>{"out.onnx", "out.onnx.data/keep"}));
 }
