@@ -12,6 +12,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "passes/ampc_ops.h"
 #include "passes/verify.h"
+#include "passes/verify_input.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/session.h"
 #include "runtime/status_macros.h"
@@ -168,6 +169,7 @@ absl::Status ExtractStepCommand(const std::vector<std::string>& args) {
         absl::StrCat("-o ", output, " is the input file; ampc never overwrites its input"));
   }
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(input));
+  AMPC_RETURN_IF_ERROR(CheckVersions(loaded.model, input));
   AMPC_RETURN_IF_ERROR(CheckNotInputData(loaded, "-o", output));
   absl::StatusOr<onnx::ModelProto> step =
       ExtractTrainingStep(loaded.model, absl::GetFlag(FLAGS_with_state));

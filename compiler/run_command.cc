@@ -17,6 +17,7 @@
 #include "compiler/file_io.h"
 #include "compiler/model_io.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "passes/verify_input.h"
 #include "passes/verify_tensors.h"
 #include "runtime/device.h"
 #include "runtime/npy.h"
@@ -177,6 +178,7 @@ absl::Status RunModelCommand(const std::vector<std::string>& args,
   std::unique_ptr<Backend> backend_owner = *std::move(chosen);
   const std::string& path = args[1];
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
+  AMPC_RETURN_IF_ERROR(CheckVersions(loaded.model, path));
   // The same tensor checks as compiling: data that fills its dims, NaN weights said out loud.
   std::vector<std::string> warnings;
   if (absl::Status s = VerifyTensors(loaded.model, warnings); !s.ok()) {

@@ -26,6 +26,7 @@
 #include "compiler/train_flags.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "passes/training_state.h"
+#include "passes/verify_input.h"
 #include "runtime/data_readers.h"
 #include "runtime/device.h"
 #include "runtime/status_macros.h"
@@ -77,7 +78,8 @@ absl::StatusOr<Feeding> PlanFeeding(const TrainingSession& session, const Datase
     slot = spec.name;
     if (spec.dtype == DType::kInt64) continue;
     if (spec.dims.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("image input '", spec.name, "' is a scalar"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "image input '", spec.name, spec.rank_known ? "' is a scalar" : "' declares no shape"));
     }
     feeding.fixed_batch = std::max<int64_t>(spec.dims[0], 0);
     feeding.sample_shape.assign(spec.dims.begin() + 1, spec.dims.end());
@@ -377,6 +379,7 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
   AMPC_ASSIGN_OR_RETURN(const std::string path, CheckFlags(args));
   AMPC_ASSIGN_OR_RETURN(DataSplits data, LoadData(absl::GetFlag(FLAGS_data)));
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
+  AMPC_RETURN_IF_ERROR(CheckVersions(loaded.model, path));
   AMPC_RETURN_IF_ERROR(CheckNotInputData(loaded, "--save", absl::GetFlag(FLAGS_save)));
   AMPC_RETURN_IF_ERROR(CheckNotInputData(loaded, "--metrics", absl::GetFlag(FLAGS_metrics)));
   const std::vector<std::string> input_data = loaded.data_files;

@@ -19,17 +19,21 @@ namespace {
 
 constexpr int64_t kOldestIrVersion = 3;  // the first IR version with opset_import
 
-absl::Status Invalid(const ModelContext& context, absl::string_view message) {
-  return absl::InvalidArgumentError(absl::StrCat(context.file, ": ", message));
+absl::Status Invalid(const std::string& file, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(file, ": ", message));
 }
 
-absl::Status CheckIrVersion(const ModelContext& context) {
-  const int64_t ir = context.model.ir_version();
-  if (ir == 0) return Invalid(context, "ir_version is missing; not a valid ONNX model");
+absl::Status Invalid(const ModelContext& context, absl::string_view message) {
+  return Invalid(context.file, message);
+}
+
+absl::Status CheckIrVersion(const onnx::ModelProto& model, const std::string& file) {
+  const int64_t ir = model.ir_version();
+  if (ir == 0) return Invalid(file, "ir_version is missing; not a valid ONNX model");
   if (ir < kOldestIrVersion || ir > onnx::IR_VERSION) {
-    return Invalid(context, absl::StrCat("unsupported ir_version ", ir,
-                                         "; this ampc (ONNX 1.12) reads IR versions ",
-                                         kOldestIrVersion, " to ", int{onnx::IR_VERSION}));
+    return Invalid(file, absl::StrCat("unsupported ir_version ", ir,
+                                      "; this ampc (ONNX 1.12) reads IR versions ",
+                                      kOldestIrVersion, " to ", int{onnx::IR_VERSION}));
   }
   return absl::OkStatus();
 }
@@ -38,26 +42,26 @@ std::string DomainName(const std::string& domain) {
   return domain.empty() ? "the default ONNX domain" : "domain '" + domain + "'";
 }
 
-absl::Status CheckOpsets(const ModelContext& context) {
+absl::Status CheckOpsets(const onnx::ModelProto& model, const std::string& file) {
   const auto& known = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
-  if (context.model.opset_import_size() == 0) {
-    return Invalid(context, "the model imports no opset (opset_import is empty)");
+  if (model.opset_import_size() == 0) {
+    return Invalid(file, "the model imports no opset (opset_import is empty)");
   }
-  for (const onnx::OperatorSetIdProto& opset : context.model.opset_import()) {
+  for (const onnx::OperatorSetIdProto& opset : model.opset_import()) {
     const std::string domain = opset.domain() == "ai.onnx" ? "" : opset.domain();
     if (opset.version() < 1) {
-      return Invalid(context, absl::StrCat("imports opset ", opset.version(), " of ",
-                                           DomainName(domain), "; versions start at 1"));
+      return Invalid(file, absl::StrCat("imports opset ", opset.version(), " of ",
+                                        DomainName(domain), "; versions start at 1"));
     }
     auto it = known.find(domain);
     if (it == known.end()) continue;  // a custom domain: its ops are checked where they are used
     const int newest = it->second.second;
     if (opset.version() > newest) {
       return Invalid(
-          context, absl::StrCat("imports opset ", opset.version(), " of ", DomainName(domain),
-                                ", but this ampc is built with ONNX 1.12, which knows "
-                                "opsets up to ",
-                                newest, "; re-export the model with opset ", newest, " or lower"));
+          file, absl::StrCat("imports opset ", opset.version(), " of ", DomainName(domain),
+                             ", but this ampc is built with ONNX 1.12, which knows "
+                             "opsets up to ",
+                             newest, "; re-export the model with opset ", newest, " or lower"));
     }
   }
   return absl::OkStatus();
@@ -112,9 +116,13 @@ absl::Status Prefixed(const ModelContext& context, const absl::Status& status) {
 
 }  // namespace
 
+absl::Status CheckVersions(const onnx::ModelProto& model, const std::string& file) {
+  if (absl::Status s = CheckIrVersion(model, file); !s.ok()) return s;
+  return CheckOpsets(model, file);
+}
+
 absl::StatusOr<bool> VerifyInput::Run(ModelContext& context) {
-  if (absl::Status s = CheckIrVersion(context); !s.ok()) return s;
-  if (absl::Status s = CheckOpsets(context); !s.ok()) return s;
+  if (absl::Status s = CheckVersions(context.model, context.file); !s.ok()) return s;
   if (!context.model.has_graph()) return Invalid(context, "the model has no graph");
   std::vector<std::string> warnings;
   if (absl::Status s = VerifyTensors(context.model, warnings); !s.ok()) return Prefixed(context, s);

@@ -10,6 +10,10 @@ namespace ampc {
 // model-local function calls itself, no value is produced twice, no input dangles, no cycle; sorts
 // an unsorted acyclic graph (with a warning); then ONNX's checker. Every error is one line naming
 // the file and node/value.
+// The first check alone: ir_version and the opsets are ones this ampc reads (errors start with
+// `file`). `ampc run` and `ampc train`, which do not compile, check this much.
+absl::Status CheckVersions(const onnx::ModelProto& model, const std::string& file);
+
 class VerifyInput : public Pass {
  public:
   absl::string_view Name() const override { return "verify-input"; }

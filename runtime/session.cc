@@ -197,6 +197,7 @@ ValueSpec SpecOf(const onnx::ValueInfoProto& value) {
   if (!value.type().has_tensor_type()) return spec;
   const auto& tensor_type = value.type().tensor_type();
   spec.dtype = static_cast<DType>(tensor_type.elem_type());
+  spec.rank_known = tensor_type.has_shape();
   for (const auto& dim : tensor_type.shape().dim()) {
     spec.dims.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
   }
@@ -209,7 +210,7 @@ absl::Status CheckInput(const ValueSpec& spec, const Tensor& tensor) {
                                                    DTypeName(spec.dtype), ", got ",
                                                    DTypeName(tensor.dtype())));
   }
-  bool fits = spec.dims.size() == tensor.shape().size();
+  bool fits = !spec.rank_known || spec.dims.size() == tensor.shape().size();
   for (size_t i = 0; fits && i < spec.dims.size(); ++i) {
     fits = spec.dims[i] < 0 || spec.dims[i] == tensor.shape()[i];
   }

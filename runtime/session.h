@@ -21,6 +21,7 @@ struct ValueSpec {
   std::string name;
   DType dtype;
   std::vector<int64_t> dims;
+  bool rank_known = true;    // false: no shape declared, any rank is accepted (dims empty)
   bool has_default = false;  // an input with an initializer of the same name
 };
 

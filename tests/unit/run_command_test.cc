@@ -125,6 +125,20 @@ TEST_F(RunCommandTest, WrongShapeNamesTheModelAndTheInput) {
   EXPECT_EQ(r.err, "ampc: error: " + model_ + ": input 'x': expected shape [2,2], got [3]\n");
 }
 
+// run compiles nothing, but reads only the versions compiling reads.
+TEST_F(RunCommandTest, AnOpsetTooNewIsRefusedAsWhenCompiling) {
+  onnx::ModelProto model = testing::ParseModelText(kModel);
+  model.mutable_opset_import(0)->set_version(99);
+  const std::string path = Write("new.onnx", model.SerializeAsString());
+  const std::string x = WriteTensor("x.pb", {2, 2}, {1, 2, 3, 4});
+  auto r = Ampc({"run", path, "--input", "x=" + x});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "ampc: error: " + path +
+                       ": imports opset 99 of the default ONNX domain, but this ampc is built with "
+                       "ONNX 1.12, which knows opsets up to 17; re-export the model with opset 17 "
+                       "or lower\n");
+}
+
 TEST_F(RunCommandTest, WrongDtypeNamesTheModelAndTheInput) {
   onnx::TensorProto t;
   t.set_data_type(onnx::TensorProto::INT64);

@@ -109,6 +109,30 @@ TEST(SessionTest, WrongInputTypeOrShapeIsAnErrorNamingTheInput) {
   EXPECT_EQ(result.status().message(), "input 'x' is missing");
 }
 
+// An input declared without a shape takes any rank; one declared with rank 0 is a scalar.
+TEST(SessionTest, InputOfUnknownRankTakesAnyShape) {
+  onnx::ModelProto model = testing::ParseModelText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[] x, float[] s) => (float y) {
+  y = Mul(x, s)
+}
+)");
+  model.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+  model.mutable_graph()->mutable_input(1)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  CpuBackend backend(1);
+  auto session = Session::Create(model, DefaultRegistry(), backend);
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_FALSE((*session)->inputs()[0].rank_known);
+  std::vector<Tensor> inputs = {Floats({2, 3}, {1, 2, 3, 4, 5, 6}), Floats({}, {2})};
+  auto outputs = (*session)->Run(inputs);
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  EXPECT_EQ(Values<float>((*outputs)[0]), (std::vector<float>{2, 4, 6, 8, 10, 12}));
+  inputs[1] = Floats({1}, {2});
+  auto scalar = (*session)->Run(inputs);
+  ASSERT_FALSE(scalar.ok());
+  EXPECT_EQ(scalar.status().message(), "input 's': expected shape [], got [1]");
+}
+
 TEST(SessionTest, Fp16ArithmeticRoundsOnceToNearestEven) {
   CpuBackend backend(1);
   auto session = Session::Create(testing::ParseModelText(R"(
