@@ -166,12 +166,4 @@ void FaultPoint(const char* point) {
   if (want == point && ++arrivals == nth) ::_exit(137);
 }
 
-absl::Status WriteTextFile(const std::string& path, const std::string& text) {
-  TempFile file(path);
-  if (absl::Status s = file.Create(); !s.ok()) return s;
-  if (absl::Status s = file.Write(text.data(), text.size()); !s.ok()) return s;
-  if (absl::Status s = file.Close(); !s.ok()) return s;
-  return file.Commit();
-}
-
 }  // namespace ampc

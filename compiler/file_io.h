@@ -61,9 +61,6 @@ class TempFile {
   Fd fd_;
 };
 
-// Writes `text` to `path` atomically (temporary file, fsync, rename).
-absl::Status WriteTextFile(const std::string& path, const std::string& text);
-
 // Makes renames into the directory of `path` durable; the files themselves were fsync'ed already.
 void SyncDirectory(const std::string& path);
 

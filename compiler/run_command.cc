@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -139,22 +140,48 @@ std::string Summary(const std::string& name, const Tensor& t) {
   return line;
 }
 
+// One file name (without extension) per output: SafeFileName, cut to a length every file system
+// takes, and unique: an output whose name maps to a taken one gets `_<its index>` appended.
+std::vector<std::string> OutputFileNames(const Session& session) {
+  constexpr size_t kMaxBase = 200;  // with ".npy" and a temporary suffix, under NAME_MAX (255)
+  absl::flat_hash_set<std::string> taken;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < session.outputs().size(); ++i) {
+    std::string name = SafeFileName(session.outputs()[i].name).substr(0, kMaxBase);
+    while (!taken.insert(name).second) absl::StrAppend(&name, "_", i);
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
+// Writes every file before renaming any into place, so a failure leaves none of them.
 absl::Status WriteOutputs(const Session& session, const std::vector<Tensor>& outputs,
                           const std::string& dir) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) return absl::UnavailableError(absl::StrCat(dir, ": cannot create: ", error.message()));
+  const std::vector<std::string> names = OutputFileNames(session);
+  std::vector<std::unique_ptr<TempFile>> files;
+  std::vector<std::string> lines;
+  auto stage = [&](const std::string& path, const std::string& bytes) {
+    files.push_back(std::make_unique<TempFile>(path));
+    TempFile& file = *files.back();
+    if (absl::Status s = file.Create(); !s.ok()) return s;
+    if (absl::Status s = file.Write(bytes.data(), bytes.size()); !s.ok()) return s;
+    return file.Close();
+  };
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const std::string& name = session.outputs()[i].name;
-    const std::string base = (std::filesystem::path(dir) / SafeFileName(name)).string();
+    const std::string base = (std::filesystem::path(dir) / names[i]).string();
     AMPC_ASSIGN_OR_RETURN(Tensor host, ToHost(outputs[i]));
     AMPC_RETURN_IF_ERROR(
-        WriteTextFile(base + ".pb", TensorToProto(host, name).SerializeAsString()));
-    AMPC_RETURN_IF_ERROR(WriteTextFile(base + ".npy", EncodeNpy(host)));
-    std::cerr << "ampc: wrote " << base << ".pb and .npy (" << host.TypeString()
-              << (host.dtype() == DType::kBFloat16 ? "; the .npy holds it widened to float32" : "")
-              << ")\n";
+        stage(base + ".pb", TensorToProto(host, session.outputs()[i].name).SerializeAsString()));
+    AMPC_RETURN_IF_ERROR(stage(base + ".npy", EncodeNpy(host)));
+    lines.push_back(absl::StrCat(
+        "ampc: wrote ", base, ".pb and .npy (", host.TypeString(),
+        host.dtype() == DType::kBFloat16 ? "; the .npy holds it widened to float32" : "", ")\n"));
   }
+  for (const auto& file : files) AMPC_RETURN_IF_ERROR(file->Commit());
+  for (const std::string& line : lines) std::cerr << line;
   return absl::OkStatus();
 }
 

@@ -92,6 +92,49 @@ TEST_F(RunCommandTest, WritesPbAndNpyToTheOutputDir) {
   EXPECT_EQ(npy.substr(128), y.raw_data());
 }
 
+// Every file is written before any is renamed into place: a failure leaves none of them.
+TEST_F(RunCommandTest, AnOutputFileThatCannotBeWrittenLeavesNoOther) {
+  fs::create_directories(dir_ / "out" / "y.npy");  // y.pb can be written, y.npy cannot
+  const std::string x = WriteTensor("x.pb", {2, 2}, {1, 2, 3, 4});
+  auto r = Ampc({"run", model_, "--input", "x=" + x, "--output-dir", (dir_ / "out").string()});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("y.npy: cannot write: a directory"));
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "y.pb"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / "out"), fs::directory_iterator{}), 1);
+}
+
+// Output names that map to one file name, or that are too long for one, still give a file each.
+TEST_F(RunCommandTest, EveryOutputGetsItsOwnFile) {
+  onnx::ModelProto m = testing::ParseModelText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2] x) => (float[2] p, float[2] q, float[2] r) {
+  p = Neg(x)
+  q = Abs(x)
+  r = Identity(x)
+}
+)");
+  const std::string names[] = {"a_b", "a/b", std::string(300, 'y')};  // the text cannot say a/b
+  for (int i = 0; i < 3; ++i) {
+    m.mutable_graph()->mutable_node(i)->set_output(0, names[i]);
+    m.mutable_graph()->mutable_output(i)->set_name(names[i]);
+  }
+  const std::string model = Write("names.onnx", m.SerializeAsString());
+  const std::string x = WriteTensor("x.pb", {2}, {1, -2});
+  auto r = Ampc({"run", model, "--input", "x=" + x, "--output-dir", (dir_ / "out").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string expected[] = {"a_b", "a_b_1", std::string(200, 'y')};
+  const std::vector<std::vector<float>> values = {{-1, 2}, {1, 2}, {1, -2}};
+  for (int i = 0; i < 3; ++i) {
+    onnx::TensorProto t;
+    std::ifstream pb(dir_ / "out" / (expected[i] + ".pb"), std::ios::binary);
+    ASSERT_TRUE(t.ParseFromIstream(&pb)) << expected[i];
+    std::vector<float> got(2);
+    std::memcpy(got.data(), t.raw_data().data(), 8);
+    EXPECT_EQ(got, values[i]) << expected[i];
+  }
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / "out"), fs::directory_iterator{}), 6);
+}
+
 TEST_F(RunCommandTest, ReadsNpyInputs) {
   // A NumPy 1.0 file written by hand: magic, version, header length 118, header, data.
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }";
