@@ -170,6 +170,9 @@ absl::Status ExtractStepCommand(const std::vector<std::string>& args) {
   }
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(input));
   AMPC_RETURN_IF_ERROR(CheckVersions(loaded.model, input));
+  if (absl::Status s = CheckTrainingInfo(loaded.model); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(input, ": ", s.message()));
+  }
   AMPC_RETURN_IF_ERROR(CheckNotInputData(loaded, "-o", output));
   absl::StatusOr<onnx::ModelProto> step =
       ExtractTrainingStep(loaded.model, absl::GetFlag(FLAGS_with_state));

@@ -380,6 +380,9 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
   AMPC_ASSIGN_OR_RETURN(DataSplits data, LoadData(absl::GetFlag(FLAGS_data)));
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
   AMPC_RETURN_IF_ERROR(CheckVersions(loaded.model, path));
+  if (absl::Status s = CheckTrainingInfo(loaded.model); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+  }
   AMPC_RETURN_IF_ERROR(CheckNotInputData(loaded, "--save", absl::GetFlag(FLAGS_save)));
   AMPC_RETURN_IF_ERROR(CheckNotInputData(loaded, "--metrics", absl::GetFlag(FLAGS_metrics)));
   const std::vector<std::string> input_data = loaded.data_files;

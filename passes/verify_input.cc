@@ -67,8 +67,7 @@ absl::Status CheckOpsets(const onnx::ModelProto& model, const std::string& file)
   return absl::OkStatus();
 }
 
-// ONNX's checker names the op type but not which node it rejects; find the first one that fails.
-std::string LocateCheckerFailure(const onnx::ModelProto& model) {
+onnx::checker::CheckerContext CheckerFor(const onnx::ModelProto& model) {
   onnx::checker::CheckerContext checker;
   checker.set_ir_version(static_cast<int>(model.ir_version()));
   std::unordered_map<std::string, int> opsets;
@@ -76,6 +75,12 @@ std::string LocateCheckerFailure(const onnx::ModelProto& model) {
     opsets[opset.domain()] = static_cast<int>(opset.version());
   }
   checker.set_opset_imports(std::move(opsets));
+  return checker;
+}
+
+// ONNX's checker names the op type but not which node it rejects; find the first one that fails.
+std::string LocateCheckerFailure(const onnx::ModelProto& model) {
+  const onnx::checker::CheckerContext checker = CheckerFor(model);
   const onnx::GraphProto& graph = model.graph();
   onnx::checker::LexicalScopeContext scope;
   for (const onnx::ValueInfoProto& input : graph.input()) scope.add(input.name());
@@ -108,6 +113,59 @@ std::string LocateCheckerFailure(const onnx::ModelProto& model) {
   }
   return "";
 }
+
+}  // namespace
+
+absl::Status CheckTrainingInfo(const onnx::ModelProto& model) {
+  if (model.training_info_size() == 0) return absl::OkStatus();
+  if (model.training_info_size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("the model has ", model.training_info_size(),
+                                                   " training_info entries; ampc reads one"));
+  }
+  const onnx::TrainingInfoProto& info = model.training_info(0);
+  onnx::checker::CheckerContext checker = CheckerFor(model);
+  checker.set_is_main_graph(false);
+  // The initialization graph sees the model's initializers; the algorithm, those and what the
+  // initialization graph outputs.
+  onnx::checker::LexicalScopeContext scope;
+  for (const onnx::TensorProto& initializer : model.graph().initializer()) {
+    scope.add(initializer.name());
+  }
+  if (absl::Status s =
+          CatchOnnx("training_info[0].initialization",
+                    [&] { onnx::checker::check_graph(info.initialization(), checker, scope); });
+      !s.ok()) {
+    return s;
+  }
+  for (const onnx::ValueInfoProto& output : info.initialization().output()) {
+    scope.add(output.name());
+  }
+  if (absl::Status s =
+          CatchOnnx("training_info[0].algorithm",
+                    [&] { onnx::checker::check_graph(info.algorithm(), checker, scope); });
+      !s.ok()) {
+    return s;
+  }
+  absl::flat_hash_set<std::string> algorithm_outputs;
+  for (const onnx::ValueInfoProto& output : info.algorithm().output()) {
+    algorithm_outputs.insert(output.name());
+  }
+  for (const onnx::StringStringEntryProto& binding : info.update_binding()) {
+    if (!scope.this_or_ancestor_graph_has(binding.key())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("training_info[0].update_binding: '", binding.key(),
+                       "' is neither an initializer nor an initialization output"));
+    }
+    if (!algorithm_outputs.contains(binding.value())) {
+      return absl::InvalidArgumentError(absl::StrCat("training_info[0].update_binding: '",
+                                                     binding.value(), "' (for '", binding.key(),
+                                                     "') is not an output of the algorithm"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
 
 absl::Status Prefixed(const ModelContext& context, const absl::Status& status) {
   if (status.ok()) return status;
@@ -148,6 +206,7 @@ absl::StatusOr<bool> VerifyInput::Run(ModelContext& context) {
   if (!checked.ok()) {
     return Invalid(context, absl::StrCat(LocateCheckerFailure(model), checked.message()));
   }
+  if (absl::Status s = CheckTrainingInfo(model); !s.ok()) return Prefixed(context, s);
   return *sorted;
 }
 

@@ -14,6 +14,11 @@ namespace ampc {
 // `file`). `ampc run` and `ampc train`, which do not compile, check this much.
 absl::Status CheckVersions(const onnx::ModelProto& model, const std::string& file);
 
+// training_info: at most one entry (what ampc trains), its graphs pass ONNX's checker in the
+// scope ONNX gives them, and update_binding pairs initializers with algorithm outputs.
+// Errors name the graph; the caller adds the file.
+absl::Status CheckTrainingInfo(const onnx::ModelProto& model);
+
 class VerifyInput : public Pass {
  public:
   absl::string_view Name() const override { return "verify-input"; }

@@ -8,12 +8,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "compiler/model_io.h"
 #include "models/mlp.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/training_models.h"
 
 namespace ampc {
 namespace {
@@ -330,6 +332,50 @@ TEST_F(CliTest, TheInputsExternalDataIsNeverOverwritten) {
   EXPECT_TRUE(fs::exists(out_ + ".alt.data"));
   EXPECT_TRUE(LoadModel(input).ok());
   EXPECT_TRUE(LoadModel(out_).ok());
+}
+
+// A training model's training_info is input too: compile, extract-step and train refuse a broken
+// one in one line naming the file and the graph, before any work.
+TEST_F(CliTest, BrokenTrainingInfoIsRefusedByEveryCommand) {
+  const onnx::ModelProto good = testing::SoftmaxRegressionTrainingModel();
+  struct Case {
+    std::string name, message;
+    std::function<void(onnx::ModelProto&)> corrupt;
+  };
+  const Case cases[] = {
+      {"dangling", "training_info[0].algorithm: ",
+       [](onnx::ModelProto& m) {
+         m.mutable_training_info(0)->mutable_algorithm()->mutable_node(0)->set_input(0, "nowhere");
+       }},
+      {"unknown_op", "training_info[0].algorithm: No Op registered for Frobnicate",
+       [](onnx::ModelProto& m) {
+         m.mutable_training_info(0)->mutable_algorithm()->mutable_node(0)->set_op_type(
+             "Frobnicate");
+       }},
+      {"binding", "training_info[0].update_binding: 'nothing' is neither an initializer",
+       [](onnx::ModelProto& m) {
+         m.mutable_training_info(0)->mutable_update_binding(0)->set_key("nothing");
+       }},
+      {"two", "the model has 2 training_info entries; ampc reads one",
+       [](onnx::ModelProto& m) { *m.add_training_info() = m.training_info(0); }},
+  };
+  ASSERT_EQ(Ampc({WriteModel("good.onnx", good), "-o", out_}).exit_code, 0);
+  fs::remove(out_);
+  for (const Case& c : cases) {
+    onnx::ModelProto model = good;
+    c.corrupt(model);
+    const std::string path = WriteModel(c.name + ".onnx", model);
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{path, "-o", out_},
+          std::vector<std::string>{"extract-step", path, "-o", out_},
+          std::vector<std::string>{"train", path, "--data", "synthetic:64", "--save", out_}}) {
+      auto r = Ampc(args);
+      EXPECT_EQ(r.exit_code, 1) << args[0] << " " << c.name << ": " << r.err;
+      EXPECT_THAT(r.err, HasSubstr(path + ": " + c.message)) << args[0];
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+      EXPECT_FALSE(fs::exists(out_));
+    }
+  }
 }
 
 TEST_F(CliTest, RunThatFailsCreatesNoOutputDir) {
