@@ -131,21 +131,15 @@ absl::Status CheckTrainingInfo(const onnx::ModelProto& model) {
   for (const onnx::TensorProto& initializer : model.graph().initializer()) {
     scope.add(initializer.name());
   }
-  if (absl::Status s =
-          CatchOnnx("training_info[0].initialization",
-                    [&] { onnx::checker::check_graph(info.initialization(), checker, scope); });
-      !s.ok()) {
-    return s;
-  }
+  auto check = [&](const char* name, const onnx::GraphProto& graph) {
+    return CatchOnnx(absl::StrCat("training_info[0].", name),
+                     [&] { onnx::checker::check_graph(graph, checker, scope); });
+  };
+  if (absl::Status s = check("initialization", info.initialization()); !s.ok()) return s;
   for (const onnx::ValueInfoProto& output : info.initialization().output()) {
     scope.add(output.name());
   }
-  if (absl::Status s =
-          CatchOnnx("training_info[0].algorithm",
-                    [&] { onnx::checker::check_graph(info.algorithm(), checker, scope); });
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = check("algorithm", info.algorithm()); !s.ok()) return s;
   absl::flat_hash_set<std::string> algorithm_outputs;
   for (const onnx::ValueInfoProto& output : info.algorithm().output()) {
     algorithm_outputs.insert(output.name());
