@@ -94,6 +94,7 @@ absl::StatusOr<Json> ParseJsonText(const std::string& path, const std::string& t
 }
 
 std::string DescribeJson(const Json& value) {
+  if (value.is_null()) return "null";
   const std::string text = value.is_primitive() ? value.dump() : "";
   if (!text.empty() && text.size() <= 40) return absl::StrCat(value.type_name(), " ", text);
   return value.type_name();

@@ -92,6 +92,11 @@ absl::StatusOr<Feeding> PlanFeeding(const TrainingSession& session, const Datase
       }
       feeding.sample_shape = {per_sample};
     }
+    if (ElementCount(feeding.sample_shape) != per_sample) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "image input '", spec.name, "' takes samples of ", ShapeString(feeding.sample_shape),
+          "; the data has ", per_sample, " values per sample"));
+    }
   }
   if (feeding.image_input.empty() || feeding.label_input.empty()) {
     return absl::InvalidArgumentError(
@@ -335,6 +340,23 @@ absl::Status Save(const TrainingSession& session, const std::string& path,
   return SaveModel(model, path, options);
 }
 
+// What the model's metadata and the flags decide together.
+struct RunSettings {
+  float base_lr;
+  int64_t accumulate;
+  LrSchedule schedule;
+  int64_t max_skips;
+};
+
+absl::StatusOr<RunSettings> ReadRunSettings(const onnx::ModelProto& model) {
+  RunSettings settings;
+  AMPC_ASSIGN_OR_RETURN(settings.base_lr, BaseLearningRate(model));
+  AMPC_ASSIGN_OR_RETURN(settings.accumulate, MicroBatchesPerStep(model));
+  AMPC_ASSIGN_OR_RETURN(settings.schedule, Schedule(model, settings.base_lr));
+  AMPC_ASSIGN_OR_RETURN(settings.max_skips, MaxConsecutiveSkips(model));
+  return settings;
+}
+
 absl::StatusOr<std::string> CheckFlags(const std::vector<std::string>& args) {
   if (args.size() != 2) {
     return UsageError("usage: ampc train MODEL --data SOURCE [--batch N] [--epochs N] ...");
@@ -386,10 +408,12 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
   AMPC_RETURN_IF_ERROR(CheckNotInputData(loaded, "--save", absl::GetFlag(FLAGS_save)));
   AMPC_RETURN_IF_ERROR(CheckNotInputData(loaded, "--metrics", absl::GetFlag(FLAGS_metrics)));
   const std::vector<std::string> input_data = loaded.data_files;
-  AMPC_ASSIGN_OR_RETURN(const float base_lr, BaseLearningRate(loaded.model));
-  AMPC_ASSIGN_OR_RETURN(const int64_t accumulate, MicroBatchesPerStep(loaded.model));
-  AMPC_ASSIGN_OR_RETURN(const LrSchedule schedule, Schedule(loaded.model, base_lr));
-  AMPC_ASSIGN_OR_RETURN(const int64_t max_skips, MaxConsecutiveSkips(loaded.model));
+  absl::StatusOr<RunSettings> settings = ReadRunSettings(loaded.model);
+  if (!settings.ok()) {
+    return absl::Status(settings.status().code(),
+                        absl::StrCat(path, ": ", settings.status().message()));
+  }
+  const auto [base_lr, accumulate, schedule, max_skips] = *std::move(settings);
   const std::string device = absl::GetFlag(FLAGS_device);
   AMPC_ASSIGN_OR_RETURN(
       std::unique_ptr<Backend> backend,
@@ -405,7 +429,13 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
   }
   TrainingSession& session = **created;
   session.set_capture(absl::GetFlag(FLAGS_capture));
-  AMPC_ASSIGN_OR_RETURN(Feeding feeding, PlanFeeding(session, data.train));
+  absl::StatusOr<Feeding> planned = PlanFeeding(session, data.train);
+  if (!planned.ok()) {
+    return absl::Status(planned.status().code(),
+                        absl::StrCat(path, ": --data ", absl::GetFlag(FLAGS_data), ": ",
+                                     planned.status().message()));
+  }
+  const Feeding feeding = *std::move(planned);
   const int64_t batch = absl::GetFlag(FLAGS_batch);
   if (feeding.fixed_batch > 0 && feeding.fixed_batch != batch) {
     return UsageError(absl::StrCat("the model's input '", feeding.image_input,
@@ -465,8 +495,11 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
     }
     AMPC_ASSIGN_OR_RETURN(double accuracy, TestAccuracy(session, data.test, feeding, batch));
     std::cout << absl::StrFormat(
-                     "epoch %d: test accuracy %.4f, %d steps applied, %d skipped, scale %g\n",
-                     epoch + 1, accuracy, state.step, state.skipped_steps, state.scale)
+                     "epoch %d: test accuracy %s, %d steps applied, %d skipped, scale %g\n",
+                     epoch + 1,
+                     data.test.size() > 0 ? absl::StrFormat("%.4f", accuracy)
+                                          : std::string("n/a (no test samples)"),
+                     state.step, state.skipped_steps, state.scale)
               << std::flush;
     AMPC_RETURN_IF_ERROR(Save(session, absl::GetFlag(FLAGS_save), input_data));
   }

@@ -23,10 +23,14 @@ absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto) {
     if (d < 0) return absl::InvalidArgumentError(absl::StrCat(label, ": negative dimension"));
   }
   const std::optional<uint64_t> expected = DataBytes(proto);
+  if (!expected.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": shape ", ShapeString(shape), " is too large to hold in memory"));
+  }
   const std::string bytes = RawBytes(proto);
-  if (!expected.has_value() || bytes.size() != *expected) {
+  if (bytes.size() != *expected) {
     return absl::InvalidArgumentError(absl::StrCat(label, ": shape ", ShapeString(shape), " needs ",
-                                                   expected.value_or(0), " bytes of data, it has ",
+                                                   *expected, " bytes of data, it has ",
                                                    bytes.size()));
   }
   Tensor tensor = Tensor::Host(dtype, std::move(shape));

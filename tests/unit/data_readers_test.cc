@@ -9,8 +9,8 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -180,6 +180,9 @@ TEST_F(DataReadersTest, PbErrorsNameTheFileAndTheProblem) {
   EXPECT_THAT(read("junk.pb", "\xff\xff\xff\xff"), HasSubstr("junk.pb: not a TensorProto"));
   EXPECT_THAT(read("short.pb", PbTensor(kPbFloat, {2, 2}, LittleEndian<float>({0, 1, 2}))),
               HasSubstr("short.pb: tensor '': shape [2,2] needs 16 bytes of data, it has 12"));
+  // 4 bytes x 2^62 does not fit in 64 bits (the byte count used to wrap to 0).
+  EXPECT_THAT(read("huge.pb", PbTensor(kPbFloat, {int64_t{1} << 62}, "")),
+              HasSubstr("huge.pb: tensor '': shape [4611686018427387904] is too large to hold"));
   EXPECT_THAT(read("ints.pb", PbTensor(kPbInt32, {2, 1}, LittleEndian<int32_t>({1, 2}))),
               HasSubstr("ints.pb: images must be uint8 or float32, not int32"));
   EXPECT_THAT(read("three.pb", PbTensor(kPbFloat, {3, 1}, LittleEndian<float>({1, 2, 3}))),

@@ -16,6 +16,7 @@ namespace ampc {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -124,6 +125,11 @@ TEST_F(PolicyFileTest, CategoryMustBeAString) {
   ExpectError(R"({"version": 1, "ops": {"Softmax": 3}})",
               "\"ops\": \"Softmax\": expected a category string");
   ExpectError(R"({"version": 1, "ops": {"Softmax": null}})", "got null");
+  AutocastPolicy policy;
+  EXPECT_THAT(
+      std::string(
+          ApplyPolicyFile(Write(R"({"version": 1, "ops": {"Softmax": null}})"), policy).message()),
+      EndsWith("KEEP), got null"));  // not "got null null"
   ExpectError(R"({"version": 1, "ops": {"Softmax": ["FP32"]}})", "got array");
 }
 

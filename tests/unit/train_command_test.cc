@@ -139,7 +139,36 @@ TEST_F(TrainCommandTest, TheLearningRateDefaultsToTheOneRecordedInTheModel) {
   std::ofstream(Path("bad.onnx"), std::ios::binary) << recorded.SerializeAsString();
   r = Ampc({"train", Path("bad.onnx"), "--data", "synthetic:64"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("metadata ampc.lr = 'fast' is not a positive number"));
+  EXPECT_THAT(r.err,
+              HasSubstr(Path("bad.onnx") + ": metadata ampc.lr = 'fast' is not a positive number"));
+}
+
+// npy:DIR data whose samples do not fit the model is refused before training, naming both; a
+// test set of no samples has no accuracy to print.
+TEST_F(TrainCommandTest, DataThatDoesNotFitIsRefusedAndNoTestSamplesIsSaid) {
+  auto write_split = [&](const std::string& dir, const std::string& split, int64_t count,
+                         int64_t per_sample) {
+    fs::create_directories(Path(dir));
+    Tensor images = Tensor::Host(DType::kFloat, {count, per_sample});
+    std::fill_n(images.data<float>(), images.size(), 0.5f);
+    Tensor labels = Tensor::Host(DType::kInt64, {count});
+    for (int64_t i = 0; i < count; ++i) labels.data<int64_t>()[i] = i % 10;
+    std::ofstream(Path(dir + "/" + split + "-images.npy"), std::ios::binary) << EncodeNpy(images);
+    std::ofstream(Path(dir + "/" + split + "-labels.npy"), std::ios::binary) << EncodeNpy(labels);
+  };
+  write_split("small", "train", 8, 100);
+  write_split("small", "test", 2, 100);
+  auto r = Ampc({"train", model_, "--data", "npy:" + Path("small"), "--batch", "4"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr(model_ + ": --data npy:" + Path("small") +
+                               ": image input 'image' takes samples of [784]; the data has 100 "
+                               "values per sample"));
+  EXPECT_THAT(r.err, Not(HasSubstr("epoch")));
+  write_split("notest", "train", 8, 784);
+  write_split("notest", "test", 0, 784);
+  r = Ampc({"train", model_, "--data", "npy:" + Path("notest"), "--batch", "4", "--epochs", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("epoch 1: test accuracy n/a (no test samples), "));
 }
 
 // The loss column of a metrics CSV (header skipped).
