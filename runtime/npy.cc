@@ -8,7 +8,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace ampc {
@@ -26,20 +25,80 @@ constexpr Descr kDescrs[] = {
     {"<u4", DType::kUint32}, {"<u8", DType::kUint64},  {"|b1", DType::kBool},
 };
 
-// The value of `key` in the header dict: "'descr': '<f4', 'fortran_order': False, ...".
-std::string DictValue(const std::string& header, const std::string& key) {
-  const size_t at = header.find("'" + key + "'");
-  if (at == std::string::npos) return "";
-  size_t start = header.find(':', at);
-  if (start == std::string::npos) return "";
-  ++start;
-  while (start < header.size() && header[start] == ' ') ++start;
-  if (start < header.size() && header[start] == '(') {
-    return header.substr(start, header.find(')', start) - start + 1);
+struct NpyHeader {
+  std::string descr;
+  bool fortran_order = false;
+  Shape shape;
+};
+
+// Reads the header dict as numpy.lib.format writes it, "{'descr': '<f4', 'fortran_order':
+// False, 'shape': (2, 3), }" and padding: exactly those three keys, each once.
+class HeaderParser {
+ public:
+  explicit HeaderParser(absl::string_view text) : rest_(text) {}
+
+  absl::StatusOr<NpyHeader> Parse() {
+    NpyHeader header;
+    int seen = 0;  // bit per key
+    if (!Take('{')) return Error("expected '{'");
+    while (!Take('}')) {
+      std::string key;
+      if (!String(key) || !Take(':')) return Error("expected 'key': value");
+      const int bit = key == "descr" ? 1 : key == "fortran_order" ? 2 : key == "shape" ? 4 : 0;
+      if (bit == 0) return Error(absl::StrCat("unknown key '", key, "'"));
+      if (seen & bit) return Error(absl::StrCat("key '", key, "' appears twice"));
+      seen |= bit;
+      const bool ok = bit == 1   ? String(header.descr)
+                      : bit == 2 ? Bool(header.fortran_order)
+                                 : Tuple(header.shape);
+      if (!ok) return Error(absl::StrCat("bad value of '", key, "'"));
+      if (!Take(',') && !absl::StartsWith(absl::StripLeadingAsciiWhitespace(rest_), "}")) {
+        return Error("expected ',' or '}'");
+      }
+    }
+    if (!absl::StripAsciiWhitespace(rest_).empty()) return Error("text after the dict");
+    if (seen != 7) return Error("needs the keys 'descr', 'fortran_order' and 'shape'");
+    return header;
   }
-  size_t end = header.find_first_of(",}", start);
-  return header.substr(start, end - start);
-}
+
+ private:
+  absl::Status Error(absl::string_view what) const {
+    return absl::InvalidArgumentError(absl::StrCat("header: ", what));
+  }
+  bool Take(char c) {
+    rest_ = absl::StripLeadingAsciiWhitespace(rest_);
+    return absl::ConsumePrefix(&rest_, absl::string_view(&c, 1));
+  }
+  bool String(std::string& out) {
+    rest_ = absl::StripLeadingAsciiWhitespace(rest_);
+    if (rest_.empty() || (rest_[0] != '\'' && rest_[0] != '"')) return false;
+    const size_t end = rest_.find(rest_[0], 1);
+    if (end == absl::string_view::npos) return false;
+    out = std::string(rest_.substr(1, end - 1));
+    rest_.remove_prefix(end + 1);
+    return true;
+  }
+  bool Bool(bool& out) {
+    rest_ = absl::StripLeadingAsciiWhitespace(rest_);
+    out = absl::ConsumePrefix(&rest_, "True");
+    return out || absl::ConsumePrefix(&rest_, "False");
+  }
+  bool Tuple(Shape& out) {
+    if (!Take('(')) return false;
+    while (!Take(')')) {
+      rest_ = absl::StripLeadingAsciiWhitespace(rest_);
+      const size_t end = std::min(rest_.find_first_of(",)"), rest_.size());
+      int64_t dim;
+      if (!absl::SimpleAtoi(rest_.substr(0, end), &dim) || dim < 0) return false;
+      out.push_back(dim);
+      rest_.remove_prefix(end);
+      if (!Take(',') && !absl::StartsWith(rest_, ")")) return false;
+    }
+    return true;
+  }
+
+  absl::string_view rest_;
+};
 
 absl::Status Bad(const std::string& path, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": not a readable .npy file: ", what));
@@ -67,27 +126,18 @@ absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
     return Bad(path, absl::StrCat("format version ", major));
   }
   if (bytes.size() < offset + header_len) return Bad(path, "short header");
-  const std::string header = bytes.substr(offset, header_len);
-  std::string descr(absl::StripSuffix(absl::StripPrefix(DictValue(header, "descr"), "'"), "'"));
+  absl::StatusOr<NpyHeader> header =
+      HeaderParser(absl::string_view(bytes).substr(offset, header_len)).Parse();
+  if (!header.ok()) return Bad(path, std::string(header.status().message()));
+  std::string& descr = header->descr;
   if (!descr.empty() && descr[0] == '=') descr[0] = '<';  // native order on a little-endian host
   DType dtype = DType::kUndefined;
   for (const Descr& d : kDescrs) {
     if (descr == d.text) dtype = d.dtype;
   }
   if (dtype == DType::kUndefined) return Bad(path, absl::StrCat("unsupported dtype '", descr, "'"));
-  if (absl::StrContains(DictValue(header, "fortran_order"), "True")) {
-    return Bad(path, "Fortran order (save with numpy.ascontiguousarray)");
-  }
-  const std::string shape_text(
-      absl::StripSuffix(absl::StripPrefix(DictValue(header, "shape"), "("), ")"));
-  Shape shape;
-  for (absl::string_view part : absl::StrSplit(shape_text, ',', absl::SkipWhitespace())) {
-    int64_t dim;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &dim) || dim < 0) {
-      return Bad(path, absl::StrCat("bad shape (", shape_text, ")"));
-    }
-    shape.push_back(dim);
-  }
+  if (header->fortran_order) return Bad(path, "Fortran order (save with numpy.ascontiguousarray)");
+  const Shape& shape = header->shape;
   absl::StatusOr<size_t> needed = CheckedBytes(dtype, shape);
   if (!needed.ok()) return Bad(path, std::string(needed.status().message()));
   const size_t data_offset = offset + header_len;

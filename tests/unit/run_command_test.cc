@@ -212,6 +212,37 @@ TEST_F(RunCommandTest, BadNpyNamesTheFile) {
   EXPECT_EQ(r.err, "ampc: error: " + x + ": not a readable .npy file: bad magic\n");
 }
 
+// The header is read as numpy writes it; anything else is refused, not guessed at.
+TEST_F(RunCommandTest, NpyHeadersAreReadStrictly) {
+  const std::string data(16, '\0');  // four float32 zeros
+  auto npy = [&](const std::string& header) {
+    std::string padded = header + std::string((64 - (header.size() + 11) % 64) % 64, ' ') + "\n";
+    return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(padded.size()) + '\0' + padded +
+           data;
+  };
+  const std::pair<std::string, std::string> cases[] = {
+      {"{'descr': '<f4', 'fortran_order': False}",
+       "needs the keys 'descr', 'fortran_order' and 'shape'"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2", "bad value of 'shape'"},
+      {"{'descr': '<f4', 'fortran_order': 'no', 'shape': (2, 2), }",
+       "bad value of 'fortran_order'"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), 'x': 1}", "unknown key 'x'"},
+      {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2, 2)}",
+       "key 'descr' appears twice"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2)} junk", "text after the dict"},
+      {"hello world", "expected '{'"},
+  };
+  for (const auto& [header, message] : cases) {
+    const std::string x = Write("x.npy", npy(header));
+    auto r = Ampc({"run", model_, "--input", "x=" + x});
+    EXPECT_EQ(r.exit_code, 1) << header;
+    EXPECT_EQ(r.err, "ampc: error: " + x + ": not a readable .npy file: header: " + message + "\n");
+  }
+  const std::string x =
+      Write("x.npy", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }"));
+  EXPECT_EQ(Ampc({"run", model_, "--input", "x=" + x}).exit_code, 0);
+}
+
 TEST_F(RunCommandTest, NpyDeclaringAHugeShapeIsRefusedBeforeAllocating) {
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000,), }";
   header.append(118 - header.size() - 1, ' ');
