@@ -2,9 +2,11 @@
 
 #include <onnx/common/version.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <new>
 #include <optional>
@@ -291,6 +293,11 @@ absl::Status Compile(const std::string& input) {
   const auto start = std::chrono::steady_clock::now();
   const std::string output = absl::GetFlag(FLAGS_output);
   if (output.empty() && absl::GetFlag(FLAGS_print_after).empty()) {
+    if (!std::filesystem::exists(input)) {
+      return UsageError(absl::StrCat("'", input,
+                                     "' is neither a command (explain, print, run, train, "
+                                     "extract-step) nor a model file"));
+    }
     return UsageError("missing -o OUT (where to write the compiled model)");
   }
   if (!output.empty() && SameFile(input, output)) {
@@ -398,18 +405,26 @@ absl::Status DispatchCatchingOutOfMemory(const CommandLine& line) {
 
 }  // namespace
 
+// What went to stdout must have arrived: `ampc print m.onnx > /dev/full` is a failed run.
+absl::Status StdoutWritten() {
+  std::cout.flush();
+  if (!std::cout.fail() && std::fflush(stdout) == 0 && !std::ferror(stdout)) {
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError("cannot write to standard output");
+}
+
 int RunCli(int argc, char** argv) {
   absl::StatusOr<CommandLine> line = ScanCommandLine(argc, argv);
   absl::Status status = line.status();
   if (line.ok() && line->help) {
     std::cout << absl::StrFormat(kUsage, absl::StrJoin(PassNames(), ", "));
-    return kExitOk;
-  }
-  if (line.ok() && line->version) {
+  } else if (line.ok() && line->version) {
     std::cout << VersionText();
-    return kExitOk;
+  } else if (line.ok()) {
+    status = DispatchCatchingOutOfMemory(*line);
   }
-  if (line.ok()) status = DispatchCatchingOutOfMemory(*line);
+  if (status.ok()) status = StdoutWritten();
   if (status.ok()) return kExitOk;
   PrintDiagnostic(absl::StrCat("error: ", status.message()));
   return ExitCodeFor(status);

@@ -378,6 +378,18 @@ TEST_F(CliTest, BrokenTrainingInfoIsRefusedByEveryCommand) {
   }
 }
 
+// Output that cannot reach stdout is a failed run (exit 3), not a silent success.
+TEST_F(CliTest, AFullStdoutIsAnError) {
+  const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
+  for (const std::string& command : {"print " + path, "explain " + path, std::string("--help")}) {
+    auto r = testing::RunProcess(
+        {"/bin/sh", "-c", std::string(AMPC_BINARY) + " " + command + " > /dev/full"},
+        dir_.string());
+    EXPECT_EQ(r.exit_code, 3) << command << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("ampc: error: cannot write to standard output")) << command;
+  }
+}
+
 TEST_F(CliTest, RunThatFailsCreatesNoOutputDir) {
   const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
   auto r = Ampc({"run", path, "--input", "image=" + (dir_ / "missing.npy").string(), "--input",
@@ -392,6 +404,9 @@ TEST_F(CliTest, UsageErrors) {
   const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
   EXPECT_EQ(Ampc({}).exit_code, 2);
   EXPECT_EQ(Ampc({path}).exit_code, 2);  // no -o
+  auto command = Ampc({"frobnicate"});
+  EXPECT_EQ(command.exit_code, 2);
+  EXPECT_THAT(command.err, HasSubstr("'frobnicate' is neither a command (explain, print, run"));
   auto unknown = Ampc({path, "-o", out_, "--frobnicate"});
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_THAT(unknown.err, HasSubstr("--frobnicate"));
