@@ -58,6 +58,9 @@ absl::StatusOr<AutocastOptions> AutocastOptionsFromFlags() {
     if (absl::Status s = ApplyPolicyFile(policy, options.policy); !s.ok()) return s;
   }
   for (const std::string& op : absl::GetFlag(FLAGS_block_op)) {
+    if (absl::Status s = CheckOpKey(op); !s.ok()) {
+      return UsageError(absl::StrCat("--block-op=", op, ": ", s.message()));
+    }
     options.policy.Set(op, Category::kFp32, "--block-op");
   }
   return options;

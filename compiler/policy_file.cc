@@ -51,39 +51,42 @@ absl::Status CheckTopLevel(const std::string& path, const Json& doc) {
   return absl::OkStatus();
 }
 
-// "OpType" for the default domain, "domain.OpType" otherwise; in a domain the ONNX library
-// knows, the op must exist (a typo would otherwise change nothing, silently).
-absl::Status CheckOpKey(const std::string& path, const std::string& key) {
-  const std::string where = absl::StrCat("\"ops\": \"", key, "\": ");
+}  // namespace
+
+absl::Status CheckOpKey(const std::string& key) {
   const size_t dot = key.rfind('.');
   const std::string domain = dot == std::string::npos ? "" : key.substr(0, dot);
   const std::string op = key.substr(dot == std::string::npos ? 0 : dot + 1);
   if (op.empty() || (dot != std::string::npos && domain.empty())) {
-    return Error(path, absl::StrCat(where, "expected \"OpType\" or \"domain.OpType\""));
+    return absl::InvalidArgumentError(absl::StrCat("expected \"OpType\" or \"domain.OpType\""));
   }
   if (domain == "ai.onnx") {
-    return Error(path, absl::StrCat(where,
-                                    "ops of the default domain are written by op type "
-                                    "alone: \"",
-                                    op, "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ops of the default domain are written by op type "
+                     "alone: \"",
+                     op, "\""));
   }
   const auto& domains = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
   if (domains.contains(domain) && onnx::OpSchemaRegistry::Schema(op, domain) == nullptr) {
-    return Error(path, absl::StrCat(where, "no op ", op, " in ",
-                                    domain.empty() ? "the default domain" : domain, " of ONNX ",
-                                    onnx::LAST_RELEASE_VERSION,
-                                    domain.empty() ? " (ops of other domains are written "
-                                                     "\"domain.OpType\")"
-                                                   : ""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("no op ", op, " in ", domain.empty() ? "the default domain" : domain,
+                     " of ONNX ", onnx::LAST_RELEASE_VERSION,
+                     domain.empty() ? " (ops of other domains are written "
+                                      "\"domain.OpType\")"
+                                    : ""));
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 absl::StatusOr<std::vector<std::pair<std::string, Category>>> ReadEntries(const std::string& path,
                                                                           const Json& ops) {
   std::vector<std::pair<std::string, Category>> entries;
   for (const auto& [key, value] : ops.items()) {
-    if (absl::Status s = CheckOpKey(path, key); !s.ok()) return s;
+    if (absl::Status s = CheckOpKey(key); !s.ok()) {
+      return Error(path, absl::StrCat("\"ops\": \"", key, "\": ", s.message()));
+    }
     const std::string where = absl::StrCat("\"ops\": \"", key, "\": ");
     if (!value.is_string()) {
       return Error(path, absl::StrCat(where, "expected a category string (", kCategories, "), got ",

@@ -12,4 +12,9 @@ namespace ampc {
 // InvalidArgument naming the file and the bad entry.
 absl::Status ApplyPolicyFile(const std::string& path, AutocastPolicy& policy);
 
+// "OpType" for the default domain, "domain.OpType" otherwise; in a domain the ONNX library
+// knows, the op must exist (a typo would otherwise change nothing, silently). The error says why
+// without naming where the key came from.
+absl::Status CheckOpKey(const std::string& key);
+
 }  // namespace ampc

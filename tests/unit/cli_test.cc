@@ -404,6 +404,9 @@ TEST_F(CliTest, UsageErrors) {
   const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
   EXPECT_EQ(Ampc({}).exit_code, 2);
   EXPECT_EQ(Ampc({path}).exit_code, 2);  // no -o
+  auto typo = Ampc({path, "-o", out_, "--block-op=Gemm,gemm"});  // a typo used to do nothing
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_THAT(typo.err, HasSubstr("--block-op=gemm: no op gemm in the default domain"));
   auto command = Ampc({"frobnicate"});
   EXPECT_EQ(command.exit_code, 2);
   EXPECT_THAT(command.err, HasSubstr("'frobnicate' is neither a command (explain, print, run"));
