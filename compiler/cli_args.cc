@@ -48,11 +48,15 @@ absl::Status ScanFlag(int argc, char** argv, int& i, CommandLine& line) {
   absl::CommandLineFlag* flag = FindFlag(name);
   if (flag == nullptr && absl::StartsWith(name, "no") && !has_value) {
     absl::CommandLineFlag* negated = FindFlag(name.substr(2));
-    if (negated != nullptr && IsBool(*negated)) return SetFlag(*negated, "false");
+    if (negated != nullptr && IsBool(*negated)) {
+      line.given.emplace_back(negated->Name());
+      return SetFlag(*negated, "false");
+    }
   }
   if (flag == nullptr) {
     return UsageError(absl::StrCat("unknown flag '", arg, "' (see ampc --help)"));
   }
+  line.given.emplace_back(flag->Name());
   if (IsBool(*flag) && !has_value) return SetFlag(*flag, "true");
   if (!has_value && i + 1 >= argc) {
     return UsageError(absl::StrCat("flag '", arg, "' needs a value"));

@@ -14,6 +14,7 @@ struct CommandLine {
   std::vector<std::string> positionals;
   // Values of repeatable flags (--input), one per occurrence, by flag name.
   std::map<std::string, std::vector<std::string>> repeated;
+  std::vector<std::string> given;  // the flags set, by absl name (print_after; -o is output)
   bool help = false;
   bool version = false;
 };

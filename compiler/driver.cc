@@ -2,12 +2,14 @@
 
 #include <onnx/common/version.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <new>
 #include <optional>
 #include <string>
@@ -346,9 +348,54 @@ absl::Status Print(const std::vector<std::string>& args) {
   return absl::OkStatus();
 }
 
+// The flags each command reads. Another flag given to it is a usage error: silently ignored,
+// `ampc run m.onnx --dtype=bf16` would look like it did something.
+const std::vector<std::string>& FlagsOf(const std::string& command) {
+  static const auto* const kFlags = [] {
+    const std::vector<std::string> autocast = {"dtype",      "low_io", "block_op", "block_node",
+                                               "lower_node", "policy", "clamp",    "standard_ops"};
+    const std::vector<std::string> training = {
+        "train",      "loss",     "loss_op",     "optimizer",  "weight_decay",
+        "momentum",   "nesterov", "freeze",      "loss_scale", "clip_grad_norm",
+        "accumulate", "lr",       "train_config"};
+    const std::vector<std::string> pipeline = {"passes", "print_after", "time_passes", "report"};
+    std::vector<std::string> explain = autocast;
+    explain.insert(explain.end(), training.begin(), training.end());
+    explain.insert(explain.end(), pipeline.begin(), pipeline.end());
+    std::vector<std::string> compile = explain;
+    compile.insert(compile.end(), {"output", "external_data"});
+    return new std::map<std::string, std::vector<std::string>>{
+        {"", compile},
+        {"explain", explain},
+        {"print", {}},
+        {"run", {"input", "output_dir", "device", "threads", "tf32"}},
+        {"train",
+         {"data", "batch", "epochs", "lr", "metrics", "save", "resume", "log_every", "seed",
+          "max_consecutive_skips", "capture", "device", "threads", "tf32"}},
+        {"extract-step", {"output", "with_state"}}};
+  }();
+  auto it = kFlags->find(command);
+  return it == kFlags->end() ? kFlags->at("") : it->second;
+}
+
+absl::Status CheckFlagsApply(const CommandLine& line) {
+  const std::string command = line.positionals.empty() ? "" : line.positionals[0];
+  const std::vector<std::string>& accepted = FlagsOf(command);
+  for (const std::string& flag : line.given) {
+    if (std::find(accepted.begin(), accepted.end(), flag) != accepted.end()) continue;
+    std::string spelled = flag == "output" ? "-o" : "--" + flag;
+    std::replace(spelled.begin(), spelled.end(), '_', '-');
+    return UsageError(absl::StrCat(
+        spelled, " does not apply to ",
+        FlagsOf(command) == FlagsOf("") ? "compiling" : "ampc " + command, " (see ampc --help)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Dispatch(const CommandLine& line) {
   const std::vector<std::string>& args = line.positionals;
   if (args.empty()) return UsageError("no input model (see ampc --help)");
+  if (absl::Status s = CheckFlagsApply(line); !s.ok()) return s;
   if (args[0] == "print") return Print(args);
   if (args[0] == "explain") return Explain(args);
   if (args[0] == "train") return TrainCommand(args);

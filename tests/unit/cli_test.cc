@@ -403,10 +403,26 @@ TEST_F(CliTest, RunThatFailsCreatesNoOutputDir) {
 TEST_F(CliTest, UsageErrors) {
   const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
   EXPECT_EQ(Ampc({}).exit_code, 2);
-  EXPECT_EQ(Ampc({path}).exit_code, 2);  // no -o
+  EXPECT_EQ(Ampc({path}).exit_code, 2);                          // no -o
   auto typo = Ampc({path, "-o", out_, "--block-op=Gemm,gemm"});  // a typo used to do nothing
   EXPECT_EQ(typo.exit_code, 2);
   EXPECT_THAT(typo.err, HasSubstr("--block-op=gemm: no op gemm in the default domain"));
+  // A flag the command does not read is refused rather than ignored.
+  const std::pair<std::vector<std::string>, std::string> ignored[] = {
+      {{"run", path, "-o", out_}, "-o does not apply to ampc run"},
+      {{"train", path, "--dtype=bf16", "--data=synthetic"}, "--dtype does not apply to ampc train"},
+      {{"explain", path, "-o", out_}, "-o does not apply to ampc explain"},
+      {{"print", path, "--low-io"}, "--low-io does not apply to ampc print"},
+      {{"extract-step", path, "-o", out_, "--report=r.json"},
+       "--report does not apply to ampc extract-step"},
+      {{path, "-o", out_, "--epochs=3"}, "--epochs does not apply to compiling"},
+  };
+  for (const auto& [args, message] : ignored) {
+    auto r = Ampc(args);
+    EXPECT_EQ(r.exit_code, 2) << message;
+    EXPECT_THAT(r.err, HasSubstr(message));
+    ExpectNothingWritten(1);
+  }
   auto command = Ampc({"frobnicate"});
   EXPECT_EQ(command.exit_code, 2);
   EXPECT_THAT(command.err, HasSubstr("'frobnicate' is neither a command (explain, print, run"));
