@@ -60,11 +60,13 @@ Usage:
   ampc run MODEL --input NAME=FILE ... [--output-dir DIR] [--device cpu|cuda|auto]
                                 run MODEL on the runtime (inputs: .pb or .npy files); print a
                                 summary of each output, or write NAME.pb and NAME.npy to DIR
-  ampc train MODEL --data fashion-mnist[:DIR]|mnist:DIR|npy:DIR|synthetic[:N] [--batch 64]
-       [--epochs 2] [--lr 0.01] [--metrics FILE.csv] [--save OUT.onnx] [--resume]
-       [--log-every 50] [--seed 0] [--device auto|cpu|cuda]
+  ampc train MODEL --data fashion-mnist[:DIR]|mnist:DIR|npy:DIR|pb:DIR|synthetic[:N]
+       [--batch 64] [--epochs 2] [--lr 0.01] [--metrics FILE.csv] [--save OUT.onnx]
+       [--resume] [--log-every 50] [--seed 0] [--max-consecutive-skips N] [--capture]
+       [--device auto|cpu|cuda] [--threads N] [--tf32]
                                 train a compiled training model (ampc MODEL --train); print
-                                the test accuracy after each epoch
+                                the test accuracy after each epoch (--epochs: in all, counting
+                                those done; --resume: start from the --save file if it exists)
   ampc extract-step MODEL -o STEP [--with-state]
                                 write the training step of a compiled training model as a
                                 standalone ONNX model: state in as graph inputs, the loss,
@@ -91,7 +93,8 @@ Flags:
                          external data or the model exceeds 1 GiB; always; never
   --time-passes          print `ampc: time: STEP SECONDS s` to stderr for load, each pass and save
   --train --loss=NAME    compile a training model (training_info: the training step) whose loss
-                         is the scalar FP32 value NAME; with --optimizer=sgd|momentum|adam|adamw
+                         is the scalar FP32 value NAME (or --loss-op=cross_entropy:LOGITS|
+                         mse:OUTPUT, which adds that loss); with --optimizer=sgd|momentum|adam|adamw
                          (default adamw), --weight-decay, --momentum, --nesterov, --freeze=REGEX,
                          --loss-scale=dynamic|static:V|none, --clip-grad-norm=N,
                          --accumulate=K (micro-batches per optimizer step), --lr (recorded),
@@ -119,6 +122,7 @@ Exit codes:
   2  usage error (bad flags or arguments)
   3  the output could not be written
 Diagnostics go to stderr, one line each: FILE: what is wrong, and at which node or value.
+A flag the command does not read is a usage error.
 )";
 
 std::string VersionText() {
