@@ -113,6 +113,8 @@ Flags of ampc run:
   --tf32                 on a GPU, FP32 MatMul, Gemm and Conv may use TF32 tensor cores
                          (inputs rounded to 10 mantissa bits; also ampc train); default off
   --threads=N            CPU threads (default 0: one per core)
+  --find-nonfinite       when an output holds inf or NaN, run again keeping every float value
+                         and name the node where they first appear (and the flag that helps)
 
 Passes: %s
 
@@ -372,7 +374,7 @@ const std::vector<std::string>& FlagsOf(const std::string& command) {
         {"", compile},
         {"explain", explain},
         {"print", {}},
-        {"run", {"input", "output_dir", "device", "threads", "tf32"}},
+        {"run", {"input", "output_dir", "device", "threads", "tf32", "find_nonfinite"}},
         {"train",
          {"data", "batch", "epochs", "lr", "metrics", "save", "resume", "log_every", "seed",
           "max_consecutive_skips", "capture", "device", "threads", "tf32"}},

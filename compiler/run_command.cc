@@ -2,10 +2,12 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/flags/flag.h"
@@ -21,6 +23,7 @@
 #include "passes/verify_input.h"
 #include "passes/verify_tensors.h"
 #include "runtime/device.h"
+#include "runtime/nonfinite.h"
 #include "runtime/npy.h"
 #include "runtime/session.h"
 #include "runtime/status_macros.h"
@@ -37,6 +40,9 @@ ABSL_FLAG(bool, tf32, false,
           "ampc run/train on a GPU: FP32 MatMul, Gemm and Conv may use TF32 tensor cores (inputs "
           "rounded to a 10-bit mantissa), as PyTorch's allow_tf32; off by default.");
 ABSL_FLAG(int, threads, 0, "ampc run: CPU threads (0: one per core).");
+ABSL_FLAG(bool, find_nonfinite, false,
+          "ampc run: when an output holds inf or NaN, run again keeping every floating-point "
+          "value and name the node where they first appear.");
 
 namespace ampc {
 namespace {
@@ -84,20 +90,11 @@ absl::StatusOr<std::vector<Tensor>> ReadInputs(const Session& session, const std
 void WarnAboutNonFiniteInputs(const Session& session, const std::vector<Tensor>& inputs,
                               const std::string& path) {
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const Tensor& t = inputs[i];
-    if (t.empty()) continue;
-    int64_t nan = 0, inf = 0;
-    Dispatch<AMPC_FLOAT_TYPES>(t.dtype(), [&]<typename T>() {
-      const T* values = t.data<T>();
-      for (int64_t j = 0; j < t.size(); ++j) {
-        const double x = static_cast<double>(Compute<T>::Load(values[j]));
-        nan += std::isnan(x);
-        inf += std::isinf(x);
-      }
-    });
-    if (nan == 0 && inf == 0) continue;
+    if (inputs[i].empty()) continue;
+    const absl::StatusOr<NonFiniteCount> count = CountNonFinite(inputs[i]);
+    if (!count.ok() || count->total() == 0) continue;
     PrintDiagnostic(absl::StrCat(path, ": warning: input '", session.inputs()[i].name, "' holds ",
-                                 nan, " NaN and ", inf,
+                                 count->nan, " NaN and ", count->inf,
                                  " infinite values; running with them as given"));
   }
 }
@@ -185,6 +182,70 @@ absl::Status WriteOutputs(const Session& session, const std::vector<Tensor>& out
   return absl::OkStatus();
 }
 
+// `name` as an RE2 pattern that matches it alone (metacharacters escaped, '/' kept readable).
+std::string QuoteRegex(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (c != '\0' && std::strchr(".^$|?*+()[]{}\\", c) != nullptr) out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
+// The note on where inf/NaN first appear, with the compile flag that keeps that node FP32 when it
+// ran in a low dtype.
+std::string DescribeFirstNonFinite(const FirstNonFinite& first) {
+  if (first.value.empty()) {
+    return "no node output holds inf or NaN in the rerun: they come from an input or an "
+           "initializer";
+  }
+  const std::string node = first.node.empty() ? "an unnamed node" : "node '" + first.node + "'";
+  std::string note = absl::StrCat(
+      "inf/NaN first appear in '", EscapeForDiagnostic(first.value), "' (", DTypeName(first.dtype),
+      ", ", first.count.inf, " inf and ", first.count.nan, " NaN of ", first.size,
+      " elements), the output of ", EscapeForDiagnostic(node), " (", first.op, ")");
+  if (first.dtype == DType::kFloat16 && first.count.inf > 0) {
+    absl::StrAppend(&note, "; float16's largest finite value is 65504");
+  }
+  if (first.dtype != DType::kFloat16 && first.dtype != DType::kBFloat16) return note;
+  // A Cast into the low dtype overflows for its readers, which are what to keep FP32.
+  std::vector<std::string> nodes = first.op == "Cast" ? first.readers : std::vector{first.node};
+  std::erase(nodes, "");
+  if (nodes.empty()) return note;
+  for (std::string& name : nodes) name = QuoteRegex(name);
+  absl::StrAppend(&note, "; compiling with --block-node='",
+                  EscapeForDiagnostic(absl::StrJoin(nodes, "|")), "' keeps ",
+                  first.op == "Cast" ? "the nodes that read it" : "that node", " in FP32");
+  return note;
+}
+
+// When an output holds inf or NaN: with --find-nonfinite, where they first appear (a rerun of
+// `model`); without it, a note that says how to find out.
+absl::Status ExplainNonFiniteOutputs(const Session& session, const std::vector<Tensor>& outputs,
+                                     const std::vector<Tensor>& inputs,
+                                     const std::optional<onnx::ModelProto>& model,
+                                     const std::string& path) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    AMPC_ASSIGN_OR_RETURN(NonFiniteCount count, CountNonFinite(outputs[i]));
+    if (count.total() == 0) continue;
+    if (!model) {
+      PrintDiagnostic(absl::StrCat(
+          "note: ", path, ": output '", EscapeForDiagnostic(session.outputs()[i].name),
+          "' holds inf or NaN; --find-nonfinite names the node where they first appear"));
+      return absl::OkStatus();
+    }
+    absl::StatusOr<FirstNonFinite> first =
+        FindFirstNonFinite(*model, inputs, DefaultRegistry(), session.backend());
+    if (!first.ok()) {
+      return absl::Status(first.status().code(),
+                          absl::StrCat(path, ": --find-nonfinite: ", first.status().message()));
+    }
+    PrintDiagnostic(absl::StrCat("note: ", path, ": ", DescribeFirstNonFinite(*first)));
+    return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckThreadsFlag() {
@@ -212,6 +273,8 @@ absl::Status RunModelCommand(const std::vector<std::string>& args,
     return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
   }
   for (const std::string& warning : warnings) PrintDiagnostic(absl::StrCat(path, ": ", warning));
+  std::optional<onnx::ModelProto> rerun;  // kept only when it may be needed
+  if (absl::GetFlag(FLAGS_find_nonfinite)) rerun = loaded.model;
   absl::StatusOr<std::unique_ptr<Session>> session = CreateSession<Session>(
       std::move(loaded.model), DefaultRegistry(), device, absl::GetFlag(FLAGS_threads),
       backend_owner, [&](absl::string_view why) {
@@ -237,12 +300,15 @@ absl::Status RunModelCommand(const std::vector<std::string>& args,
                                backend.name(), ms,
                                static_cast<double>(backend.memory_stats().peak_bytes) / 1e3);
   const std::string dir = absl::GetFlag(FLAGS_output_dir);
-  if (!dir.empty()) return WriteOutputs(**session, *outputs, dir);
-  for (size_t i = 0; i < outputs->size(); ++i) {
-    AMPC_ASSIGN_OR_RETURN(Tensor host, ToHost((*outputs)[i]));
-    std::cout << Summary(EscapeForDiagnostic((*session)->outputs()[i].name), host) << "\n";
+  if (!dir.empty()) {
+    AMPC_RETURN_IF_ERROR(WriteOutputs(**session, *outputs, dir));
+  } else {
+    for (size_t i = 0; i < outputs->size(); ++i) {
+      AMPC_ASSIGN_OR_RETURN(Tensor host, ToHost((*outputs)[i]));
+      std::cout << Summary(EscapeForDiagnostic((*session)->outputs()[i].name), host) << "\n";
+    }
   }
-  return absl::OkStatus();
+  return ExplainNonFiniteOutputs(**session, *outputs, inputs, rerun, path);
 }
 
 }  // namespace ampc

@@ -1,46 +1,13 @@
 // TrainingSession::FindNonFinite: one step rerun with every floating-point value kept, to name
 // where inf or NaN first appear when a run stops after too many skipped steps.
-#include <cmath>
-
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "runtime/nonfinite.h"
 #include "runtime/status_macros.h"
 #include "runtime/training_session.h"
 
 namespace ampc {
 namespace {
-
-bool IsFloatType(int elem_type) {
-  return elem_type == onnx::TensorProto::FLOAT || elem_type == onnx::TensorProto::FLOAT16 ||
-         elem_type == onnx::TensorProto::BFLOAT16 || elem_type == onnx::TensorProto::DOUBLE;
-}
-
-absl::StatusOr<bool> AllFinite(const Tensor& tensor) {
-  AMPC_ASSIGN_OR_RETURN(Tensor host, ToHost(tensor));
-  bool finite = true;
-  Dispatch<AMPC_FLOAT_TYPES>(host.dtype(), [&]<typename T>() {
-    const T* data = host.data<T>();
-    for (int64_t i = 0; i < host.size() && finite; ++i) {
-      finite = std::isfinite(static_cast<double>(Compute<T>::Load(data[i])));
-    }
-  });
-  return finite;
-}
-
-// The algorithm with every floating-point node output as a graph output (after its own).
-onnx::GraphProto KeepFloatValues(const onnx::GraphProto& algorithm) {
-  onnx::GraphProto graph = algorithm;
-  absl::flat_hash_set<std::string> outputs;
-  for (const onnx::ValueInfoProto& value : algorithm.output()) outputs.insert(value.name());
-  for (const onnx::ValueInfoProto& value : algorithm.value_info()) {
-    if (outputs.contains(value.name()) || !value.type().has_tensor_type() ||
-        !IsFloatType(value.type().tensor_type().elem_type())) {
-      continue;
-    }
-    *graph.add_output() = value;
-  }
-  return graph;
-}
 
 // The parameter each checked gradient updates: UnscaleClip's input i + 1 becomes its output i,
 // which an optimizer node (input 4) applies to a parameter (input 3).
@@ -80,20 +47,8 @@ absl::StatusOr<NonFiniteReport> TrainingSession::FindNonFinite(const NamedTensor
   AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> values, executor->Run(feeds, outer));
 
   absl::flat_hash_set<std::string> nonfinite;
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (!IsFloatType(static_cast<int>(values[i].dtype()))) continue;
-    AMPC_ASSIGN_OR_RETURN(bool finite, AllFinite(values[i]));
-    if (!finite) nonfinite.insert(graph.output(static_cast<int>(i)).name());
-  }
-  NonFiniteReport report;
-  for (const onnx::NodeProto& node : graph.node()) {
-    for (const std::string& output : node.output()) {
-      if (!report.first_value.empty() || !nonfinite.contains(output)) continue;
-      report.first_value = output;
-      report.first_node = node.name();
-      report.first_op = node.op_type();
-    }
-  }
+  AMPC_ASSIGN_OR_RETURN(FirstNonFinite first, FirstNonFiniteValue(graph, values, &nonfinite));
+  NonFiniteReport report{first.value, first.node, first.op, {}};
   const absl::flat_hash_map<std::string, std::string> parameter = ParameterOfGradient(graph);
   for (const onnx::NodeProto& node : graph.node()) {
     if (node.domain() != "ai.ampc" || node.op_type() != "UnscaleClip") continue;

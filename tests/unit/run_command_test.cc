@@ -18,6 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // y = x * 2 + b, with b an initializer; x is float[2, 2].
 constexpr char kModel[] = R"(
@@ -133,6 +134,55 @@ g (float[2] x) => (float[2] p, float[2] q, float[2] r) {
     EXPECT_EQ(got, values[i]) << expected[i];
   }
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / "out"), fs::directory_iterator{}), 6);
+}
+
+// x = 200 everywhere and W1 = 100: h = x W1 = 4 * 200 * 100 = 80000, beyond float16's 65504, so
+// the FP16 model's output is inf; in FP32 y = 80000 * 4 * 0.001 = 320.
+constexpr char kOverflow[] = R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2, 4] x) => (float[2, 2] y)
+<float[4, 4] w1 = {100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100},
+ float[4, 2] w2 = {0.001, 0.001, 0.001, 0.001, 0.001, 0.001, 0.001, 0.001}>
+{
+  h = MatMul(x, w1)
+  r = Relu(h)
+  y = MatMul(r, w2)
+}
+)";
+
+TEST_F(RunCommandTest, FindNonFiniteNamesTheNodeThatOverflowsAndTheFlagThatHelps) {
+  onnx::ModelProto model = testing::ParseModelText(kOverflow);
+  const char* names[] = {"/fc1/MatMul", "/relu/Relu", "/fc2/MatMul"};
+  for (int i = 0; i < 3; ++i) model.mutable_graph()->mutable_node(i)->set_name(names[i]);
+  const std::string fp32 = Write("m.onnx", model.SerializeAsString());
+  const std::string x = WriteTensor("x.pb", {2, 4}, std::vector<float>(8, 200));
+  auto compile = [&](const std::string& out, const std::string& block) {
+    auto r = Ampc({fp32, "-o", (dir_ / out).string(), "--block-node=" + block});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return (dir_ / out).string();
+  };
+  const std::string fp16 = compile("m16.onnx", "none");
+  auto r = Ampc({"run", fp16, "--input", "x=" + x});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "y: float32[2,2] non-finite 4\n");
+  EXPECT_THAT(r.err, HasSubstr("note: " + fp16 +
+                               ": output 'y' holds inf or NaN; --find-nonfinite names the node"));
+  r = Ampc({"run", fp16, "--input", "x=" + x, "--find-nonfinite"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(fp16 + ": inf/NaN first appear in 'h' (float16, 8 inf and 0 NaN of "
+                                      "8 elements), the output of node '/fc1/MatMul' (MatMul); "
+                                      "float16's largest finite value is 65504; compiling with "
+                                      "--block-node='/fc1/MatMul' keeps that node in FP32\n"));
+  // Following the hint moves the overflow to the Cast that feeds /fc2/MatMul; the hint then
+  // names the node that reads it, and following that too gives the FP32 result.
+  const std::string blocked = compile("b.onnx", "/fc1/MatMul");
+  r = Ampc({"run", blocked, "--input", "x=" + x, "--find-nonfinite"});
+  EXPECT_THAT(r.err, HasSubstr("(Cast); float16's largest finite value is 65504; compiling with "
+                               "--block-node='/fc2/MatMul' keeps the nodes that read it in FP32"));
+  r = Ampc({"run", compile("c.onnx", "/fc1/MatMul|/fc2/MatMul"), "--input", "x=" + x,
+            "--find-nonfinite"});
+  EXPECT_EQ(r.out, "y: float32[2,2] min 320 max 320 mean 320\n");
+  EXPECT_THAT(r.err, Not(HasSubstr("note:")));
 }
 
 TEST_F(RunCommandTest, ReadsNpyInputs) {

@@ -1,0 +1,99 @@
+#include "runtime/nonfinite.h"
+
+#include <onnx/shape_inference/implementation.h>
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+
+#include "passes/ampc_ops.h"
+#include "runtime/session.h"
+#include "runtime/status_macros.h"
+
+namespace ampc {
+namespace {
+
+bool IsFloatType(int elem_type) {
+  return elem_type == onnx::TensorProto::FLOAT || elem_type == onnx::TensorProto::FLOAT16 ||
+         elem_type == onnx::TensorProto::BFLOAT16 || elem_type == onnx::TensorProto::DOUBLE;
+}
+
+}  // namespace
+
+absl::StatusOr<NonFiniteCount> CountNonFinite(const Tensor& tensor) {
+  NonFiniteCount count;
+  if (!IsFloatType(static_cast<int>(tensor.dtype()))) return count;
+  AMPC_ASSIGN_OR_RETURN(Tensor host, ToHost(tensor));
+  Dispatch<AMPC_FLOAT_TYPES>(host.dtype(), [&]<typename T>() {
+    const T* data = host.data<T>();
+    for (int64_t i = 0; i < host.size(); ++i) {
+      const double x = static_cast<double>(Compute<T>::Load(data[i]));
+      count.nan += std::isnan(x);
+      count.inf += std::isinf(x);
+    }
+  });
+  return count;
+}
+
+onnx::GraphProto KeepFloatValues(const onnx::GraphProto& graph) {
+  onnx::GraphProto kept = graph;
+  absl::flat_hash_set<std::string> outputs;
+  for (const onnx::ValueInfoProto& value : graph.output()) outputs.insert(value.name());
+  for (const onnx::ValueInfoProto& value : graph.value_info()) {
+    if (outputs.contains(value.name()) || !value.type().has_tensor_type() ||
+        !IsFloatType(value.type().tensor_type().elem_type())) {
+      continue;
+    }
+    *kept.add_output() = value;
+  }
+  return kept;
+}
+
+absl::StatusOr<FirstNonFinite> FirstNonFiniteValue(const onnx::GraphProto& kept,
+                                                   std::span<const Tensor> values,
+                                                   absl::flat_hash_set<std::string>* nonfinite) {
+  absl::flat_hash_map<std::string, size_t> bad;  // value name -> index in `values`
+  std::vector<NonFiniteCount> counts(values.size());
+  for (size_t i = 0; i < values.size() && i < static_cast<size_t>(kept.output_size()); ++i) {
+    AMPC_ASSIGN_OR_RETURN(counts[i], CountNonFinite(values[i]));
+    if (counts[i].total() == 0) continue;
+    bad.emplace(kept.output(static_cast<int>(i)).name(), i);
+    if (nonfinite != nullptr) nonfinite->insert(kept.output(static_cast<int>(i)).name());
+  }
+  FirstNonFinite first;
+  for (const onnx::NodeProto& node : kept.node()) {
+    if (!first.value.empty()) {
+      if (std::find(node.input().begin(), node.input().end(), first.value) != node.input().end()) {
+        first.readers.push_back(node.name());
+      }
+      continue;
+    }
+    for (const std::string& output : node.output()) {
+      auto it = bad.find(output);
+      if (it == bad.end() || !first.value.empty()) continue;
+      const Tensor& value = values[it->second];
+      first = FirstNonFinite{
+          output, node.name(), node.op_type(), value.dtype(), counts[it->second], value.size(), {}};
+    }
+  }
+  return first;
+}
+
+absl::StatusOr<FirstNonFinite> FindFirstNonFinite(onnx::ModelProto model,
+                                                  std::span<const Tensor> inputs,
+                                                  const KernelRegistry& registry,
+                                                  Backend& backend) {
+  RegisterAmpcSchemas();
+  try {  // value_info for every value ONNX can type; the session checks the model itself
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance());
+  } catch (const std::exception&) {
+  }
+  *model.mutable_graph() = KeepFloatValues(model.graph());
+  const onnx::GraphProto kept = model.graph();
+  AMPC_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
+                        Session::Create(std::move(model), registry, backend));
+  AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> values, session->Run(inputs));
+  return FirstNonFiniteValue(kept, values);
+}
+
+}  // namespace ampc
