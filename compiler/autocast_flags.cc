@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/exit_codes.h"
 #include "compiler/policy_file.h"
+#include "passes/ampc_ops.h"
 
 ABSL_FLAG(std::string, dtype, "fp16",
           "The low dtype: fp16 or bf16; fp32 runs no autocast (the FP32 baseline).");
@@ -57,6 +58,7 @@ absl::StatusOr<AutocastOptions> AutocastOptionsFromFlags() {
   if (!policy.empty()) {
     if (absl::Status s = ApplyPolicyFile(policy, options.policy); !s.ok()) return s;
   }
+  RegisterAmpcSchemas();  // so that ai.ampc is a domain CheckOpKey knows
   for (const std::string& op : absl::GetFlag(FLAGS_block_op)) {
     if (absl::Status s = CheckOpKey(op); !s.ok()) {
       return UsageError(absl::StrCat("--block-op=", op, ": ", s.message()));

@@ -69,7 +69,17 @@ absl::Status ScanFlag(int argc, char** argv, int& i, CommandLine& line) {
   return SetFlag(*flag, value);
 }
 
+std::vector<std::string>& GivenFlags() {
+  static auto* const kGiven = new std::vector<std::string>;
+  return *kGiven;
+}
+
 }  // namespace
+
+bool FlagGiven(absl::string_view name) {
+  const std::vector<std::string>& given = GivenFlags();
+  return std::find(given.begin(), given.end(), name) != given.end();
+}
 
 absl::StatusOr<CommandLine> ScanCommandLine(int argc, char** argv) {
   CommandLine line;
@@ -84,6 +94,7 @@ absl::StatusOr<CommandLine> ScanCommandLine(int argc, char** argv) {
       return s;
     }
   }
+  GivenFlags() = line.given;
   return line;
 }
 

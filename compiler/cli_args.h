@@ -24,4 +24,8 @@ struct CommandLine {
 // `--output`. Errors are UsageError()s.
 absl::StatusOr<CommandLine> ScanCommandLine(int argc, char** argv);
 
+// Whether the last ScanCommandLine set the flag `name` (absl spelling: print_after), whatever
+// the value: `--lr 0.01` is given even though 0.01 is the default.
+bool FlagGiven(absl::string_view name);
+
 }  // namespace ampc

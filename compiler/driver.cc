@@ -257,13 +257,20 @@ void LeakUntilExit(absl::StatusOr<LoadedModel>& loaded,
 // written fails the run with nothing written. Without --report, `file` stays empty.
 std::string ReportPath() { return absl::GetFlag(FLAGS_report); }
 
+// A usage error naming `flag` when `path` is an input of this run (NoteInputFile).
+absl::Status CheckNotAnInput(const std::string& flag, const std::string& path) {
+  if (path.empty()) return absl::OkStatus();
+  absl::Status s = CheckNotInput(path);
+  return s.ok() ? s : UsageError(absl::StrCat(flag, " ", s.message()));
+}
+
 absl::Status StageReport(const std::vector<std::string>& models, std::optional<TempFile>& file) {
   const std::string path = ReportPath();
   if (path.empty()) return absl::OkStatus();
   for (const std::string& model : models) {
     if (!model.empty() && SameFile(path, model)) {
-      return UsageError(absl::StrCat(
-          "--report=", path, ": the report needs a file of its own, not the model file ", model));
+      return UsageError(
+          absl::StrCat("--report=", path, ": the report needs a file of its own, not ", model));
     }
   }
   return file.emplace(path).Create();
@@ -277,6 +284,15 @@ absl::Status WriteReport(const CompileSummary& summary, std::optional<TempFile>&
   return file->Commit();
 }
 
+// What went to stdout must have arrived: `ampc print m.onnx > /dev/full` is a failed run.
+absl::Status StdoutWritten() {
+  std::cout.flush();
+  if (!std::cout.fail() && std::fflush(stdout) == 0 && !std::ferror(stdout)) {
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError("cannot write to standard output");
+}
+
 absl::Status Explain(const std::vector<std::string>& args) {
   if (args.size() != 2) return UsageError("usage: ampc explain MODEL [flags]");
   absl::StatusOr<std::vector<std::unique_ptr<Pass>>> pipeline = BuildPipeline();
@@ -285,14 +301,16 @@ absl::Status Explain(const std::vector<std::string>& args) {
   if (absl::Status s = StageReport({args[1]}, report); !s.ok()) return s;
   absl::StatusOr<LoadedModel> loaded = LoadModel(args[1]);
   if (!loaded.ok()) return loaded.status();
-  if (absl::Status s = CheckNotInputData(*loaded, "--report", ReportPath()); !s.ok()) return s;
+  NoteInputs(args[1], *loaded);
   CompileSummary summary;
   absl::StatusOr<std::shared_ptr<PrecisionPlan>> plan =
       CompileModel(args[1], loaded->model, *pipeline, summary);
   if (!plan.ok()) return plan.status();
+  if (absl::Status s = CheckNotAnInput("--report", ReportPath()); !s.ok()) return s;
   std::cout << ExplainTable(summary) << std::flush;
   std::cerr << SummaryLine(summary) << "\n";
-  absl::Status status = WriteReport(summary, report);
+  absl::Status status = StdoutWritten();  // a table that did not arrive fails the run
+  if (status.ok()) status = WriteReport(summary, report);
   LeakUntilExit(loaded, plan);
   return status;
 }
@@ -301,34 +319,40 @@ absl::Status Compile(const std::string& input) {
   const auto start = std::chrono::steady_clock::now();
   const std::string output = absl::GetFlag(FLAGS_output);
   if (output.empty() && absl::GetFlag(FLAGS_print_after).empty()) {
-    if (!std::filesystem::exists(input)) {
-      return UsageError(absl::StrCat("'", input,
-                                     "' is neither a command (explain, print, run, train, "
-                                     "extract-step) nor a model file"));
-    }
     return UsageError("missing -o OUT (where to write the compiled model)");
   }
   if (!output.empty() && SameFile(input, output)) {
     return UsageError(
         absl::StrCat("-o ", output, " is the input file; ampc never overwrites its input"));
   }
+  if (!output.empty()) {  // a directory or device is refused before the work, not after
+    if (absl::Status s = CheckWritable(output); !s.ok()) return s;
+  }
   absl::StatusOr<SaveOptions::ExternalData> mode = ExternalDataMode();
   if (!mode.ok()) return mode.status();
   absl::StatusOr<std::vector<std::unique_ptr<Pass>>> pipeline = BuildPipeline();
   if (!pipeline.ok()) return pipeline.status();
   std::optional<TempFile> report;
-  if (absl::Status s = StageReport({input, output}, report); !s.ok()) return s;
+  std::vector<std::string> written = {input};  // and whatever the save may write
+  if (!output.empty()) {
+    for (const char* suffix : {"", ".data", ".alt.data", ".alt2.data"}) {
+      written.push_back(output + suffix);
+    }
+  }
+  if (absl::Status s = StageReport(written, report); !s.ok()) return s;
   StepTimer timer;
   absl::StatusOr<LoadedModel> loaded = LoadModel(input);
   if (!loaded.ok()) return loaded.status();
   timer.Report("load");
-  for (const auto& [flag, path] : {std::pair{"-o", output}, {"--report", ReportPath()}}) {
-    if (absl::Status s = CheckNotInputData(*loaded, flag, path); !s.ok()) return s;
-  }
+  NoteInputs(input, *loaded);
   CompileSummary summary;
   absl::StatusOr<std::shared_ptr<PrecisionPlan>> plan =
       CompileModel(input, loaded->model, *pipeline, summary);
   if (!plan.ok()) return plan.status();
+  // After CompileModel, which reads --policy and --train-config: every input is known.
+  for (const auto& [flag, path] : {std::pair{"-o", output}, {"--report", ReportPath()}}) {
+    if (absl::Status s = CheckNotAnInput(flag, path); !s.ok()) return s;
+  }
   summary.output = output;
   if (!output.empty()) {
     SaveOptions options;
@@ -401,6 +425,14 @@ absl::Status CheckFlagsApply(const CommandLine& line) {
 absl::Status Dispatch(const CommandLine& line) {
   const std::vector<std::string>& args = line.positionals;
   if (args.empty()) return UsageError("no input model (see ampc --help)");
+  // A word that names no file is a mistyped command rather than a missing model.
+  if (FlagsOf(args[0]) == FlagsOf("") && args[0].find_first_of("./") == std::string::npos &&
+      !std::filesystem::exists(args[0])) {
+    return UsageError(
+        absl::StrCat("'", args[0],
+                     "' is neither a command (explain, print, run, train, extract-step) nor a "
+                     "model file"));
+  }
   if (absl::Status s = CheckFlagsApply(line); !s.ok()) return s;
   if (args[0] == "print") return Print(args);
   if (args[0] == "explain") return Explain(args);
@@ -457,15 +489,6 @@ absl::Status DispatchCatchingOutOfMemory(const CommandLine& line) {
 }
 
 }  // namespace
-
-// What went to stdout must have arrived: `ampc print m.onnx > /dev/full` is a failed run.
-absl::Status StdoutWritten() {
-  std::cout.flush();
-  if (!std::cout.fail() && std::fflush(stdout) == 0 && !std::ferror(stdout)) {
-    return absl::OkStatus();
-  }
-  return absl::UnavailableError("cannot write to standard output");
-}
 
 int RunCli(int argc, char** argv) {
   absl::StatusOr<CommandLine> line = ScanCommandLine(argc, argv);

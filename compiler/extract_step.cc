@@ -8,6 +8,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/exit_codes.h"
+#include "compiler/file_io.h"
 #include "compiler/model_io.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "passes/ampc_ops.h"
@@ -164,6 +165,7 @@ absl::Status ExtractStepCommand(const std::vector<std::string>& args) {
   const std::string& input = args[1];
   const std::string output = absl::GetFlag(FLAGS_output);
   if (output.empty()) return UsageError("ampc extract-step needs -o STEP (where to write it)");
+  AMPC_RETURN_IF_ERROR(CheckWritable(output));
   if (SameFile(input, output)) {
     return UsageError(
         absl::StrCat("-o ", output, " is the input file; ampc never overwrites its input"));
@@ -173,7 +175,10 @@ absl::Status ExtractStepCommand(const std::vector<std::string>& args) {
   if (absl::Status s = CheckTrainingInfo(loaded.model); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(input, ": ", s.message()));
   }
-  AMPC_RETURN_IF_ERROR(CheckNotInputData(loaded, "-o", output));
+  NoteInputs(input, loaded);
+  if (absl::Status s = CheckNotInput(output); !s.ok()) {
+    return UsageError(absl::StrCat("-o ", s.message()));
+  }
   absl::StatusOr<onnx::ModelProto> step =
       ExtractTrainingStep(loaded.model, absl::GetFlag(FLAGS_with_state));
   if (!step.ok()) {

@@ -10,12 +10,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "compiler/exit_codes.h"
 
 namespace ampc {
 namespace {
@@ -68,7 +71,35 @@ TempFile::~TempFile() {
   if (!name_.empty()) ::unlink(name_.c_str());
 }
 
+namespace {
+
+std::vector<std::pair<dev_t, ino_t>>& InputFiles() {
+  static auto* const kFiles = new std::vector<std::pair<dev_t, ino_t>>;
+  return *kFiles;
+}
+
+}  // namespace
+
+void NoteInputFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) InputFiles().emplace_back(st.st_dev, st.st_ino);
+}
+
+absl::Status CheckNotInput(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return absl::OkStatus();
+  for (const auto& [dev, ino] : InputFiles()) {
+    if (dev == st.st_dev && ino == st.st_ino) {
+      return UsageError(absl::StrCat(path,
+                                     " is an input of this run; ampc never overwrites its "
+                                     "input"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckWritable(const std::string& path) {
+  if (absl::Status s = CheckNotInput(path); !s.ok()) return s;
   // The rename that commits would replace a device or FIFO by a regular file (run as root,
   // `-o /dev/null` would have replaced /dev/null), and fail on a directory only after the work.
   struct stat existing;
@@ -116,6 +147,8 @@ absl::Status TempFile::Close() {
 }
 
 absl::Status TempFile::Commit() {
+  // Inputs read after Create (a report is staged before the model is loaded) are checked here.
+  if (absl::Status s = CheckNotInput(final_); !s.ok()) return s;
   if (::rename(name_.c_str(), final_.c_str()) != 0) return Error("cannot replace", errno);
   name_.clear();
   FaultPoint("after-rename");

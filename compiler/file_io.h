@@ -32,8 +32,16 @@ class Fd {
 // Reads exactly `size` bytes at `offset`. Returns 0, or errno (EIO at an unexpected end of file).
 int ReadAt(int fd, char* buffer, uint64_t size, uint64_t offset);
 
+// Records a file this run reads (the model, its external data, --input, --policy, a data set):
+// CheckWritable, and so every save, refuses to replace it.
+void NoteInputFile(const std::string& path);
+
+// A usage error when `path` is a file NoteInputFile recorded (the same file, by inode).
+absl::Status CheckNotInput(const std::string& path);
+
 // Unavailable, naming `path`, when a file cannot be written there by renaming a new one into
-// place: `path` is a directory, device, FIFO or socket, or its directory does not exist.
+// place: `path` is a directory, device, FIFO or socket, or its directory does not exist; the
+// usage error of CheckNotInput when it is an input of this run.
 absl::Status CheckWritable(const std::string& path);
 
 // A temporary file `<final>.tmp.<pid>.XXXXXX` beside `final`: renamed into place by Commit,

@@ -38,6 +38,7 @@ std::string ParserDetail(const std::string& what) {
 }  // namespace
 
 absl::StatusOr<Json> ReadJsonFile(const std::string& path, absl::string_view flag) {
+  NoteInputFile(path);
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     return Error(path, absl::StrCat("cannot open the ", flag, " file: ", ErrnoText(errno)));

@@ -279,16 +279,20 @@ absl::Status SaveWithExternalData(onnx::ModelProto model, const std::string& pat
                                   const SaveOptions& options) {
   const fs::path target(path);
   const std::string name = target.filename().string();
-  std::string data_name = name + ".data", previous = name + ".alt.data";
-  auto free = [&](const std::string& data) {
-    return !FileContains(path, data) && !Kept((target.parent_path() / data).string(), options);
+  // The third name is taken only when the input reads one of the first two.
+  const std::string names[] = {name + ".data", name + ".alt.data", name + ".alt2.data"};
+  auto kept = [&](const std::string& data) {
+    return Kept((target.parent_path() / data).string(), options);
   };
-  if (!free(data_name)) std::swap(data_name, previous);
-  if (!free(data_name)) {
-    return absl::UnavailableError(
-        absl::StrCat(path, ": cannot write external data: ", name, ".data and ", name,
-                     ".alt.data are both read, by the model in place or by the input"));
+  const std::string* chosen = std::find_if(std::begin(names), std::end(names), [&](auto& data) {
+    return !FileContains(path, data) && !kept(data);
+  });
+  if (chosen == std::end(names)) {
+    return absl::UnavailableError(absl::StrCat(path, ": cannot write external data: ", name,
+                                               ".data, .alt.data and .alt2.data are all read, by "
+                                               "the model in place or by the input"));
   }
+  const std::string data_name = *chosen;
   ExternalDataWriter data(path, data_name, options.external_min_bytes);
   if (absl::Status s = data.Externalize(model); !s.ok()) return s;
   TempFile model_file(path);
@@ -297,12 +301,12 @@ absl::Status SaveWithExternalData(onnx::ModelProto model, const std::string& pat
   if (absl::Status s = model_file.Commit(); !s.ok()) return s;
   SyncDirectory(path);
   FaultPoint("before-cleanup");
-  const fs::path old_data = target.parent_path() / previous;
-  if (FileContains(path, previous) || Kept(old_data.string(), options)) {
-    return absl::OkStatus();  // not ours to remove
+  for (const std::string& previous : names) {
+    if (previous == data_name || kept(previous)) continue;  // the input's are not ours to remove
+    const fs::path old_data = target.parent_path() / previous;
+    ::unlink(old_data.c_str());
+    RemoveStaleTempFiles(old_data.string());
   }
-  ::unlink(old_data.c_str());
-  RemoveStaleTempFiles(old_data.string());
   RemoveStaleTempFiles((target.parent_path() / data_name).string());
   return absl::OkStatus();
 }
@@ -329,15 +333,9 @@ absl::Status SaveModel(const onnx::ModelProto& model, const std::string& path,
   return absl::OkStatus();
 }
 
-absl::Status CheckNotInputData(const LoadedModel& loaded, const std::string& flag,
-                               const std::string& path) {
-  for (const std::string& data : loaded.data_files) {
-    if (path.empty() || !SameFile(path, data)) continue;
-    return UsageError(absl::StrCat(flag, " ", path,
-                                   " is an external data file of the input; ampc never "
-                                   "overwrites its input"));
-  }
-  return absl::OkStatus();
+void NoteInputs(const std::string& path, const LoadedModel& loaded) {
+  NoteInputFile(path);
+  for (const std::string& data : loaded.data_files) NoteInputFile(data);
 }
 
 namespace {

@@ -49,10 +49,9 @@ struct SaveOptions {
 absl::Status SaveModel(const onnx::ModelProto& model, const std::string& path,
                        const SaveOptions& options = {});
 
-// A usage error when the file `flag` names (`path`; "" for none) is an external data file of
-// `loaded`: writing it would destroy the input.
-absl::Status CheckNotInputData(const LoadedModel& loaded, const std::string& flag,
-                               const std::string& path);
+// Records the model file at `path` and its external data files as inputs of this run
+// (NoteInputFile): no save may replace them.
+void NoteInputs(const std::string& path, const LoadedModel& loaded);
 
 // True if `a` and `b` name the same file: both exist and are the same inode, or their
 // normalized absolute paths are equal.

@@ -48,6 +48,7 @@ namespace ampc {
 namespace {
 
 absl::StatusOr<Tensor> ReadInputFile(const std::string& path) {
+  NoteInputFile(path);
   if (absl::EndsWith(path, ".npy")) return ReadNpy(path);
   if (!absl::EndsWith(path, ".pb")) {
     return UsageError(absl::StrCat("--input file ", path, ": expected a .pb or .npy file"));
@@ -267,6 +268,7 @@ absl::Status RunModelCommand(const std::vector<std::string>& args,
   const std::string& path = args[1];
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
   AMPC_RETURN_IF_ERROR(CheckVersions(loaded.model, path));
+  NoteInputs(path, loaded);
   // The same tensor checks as compiling: data that fills its dims, NaN weights said out loud.
   std::vector<std::string> warnings;
   if (absl::Status s = VerifyTensors(loaded.model, warnings); !s.ok()) {

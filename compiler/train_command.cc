@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "compiler/cli_args.h"
 #include "compiler/diagnostics.h"
 #include "compiler/exit_codes.h"
 #include "compiler/file_io.h"
@@ -36,7 +37,7 @@ ABSL_FLAG(std::string, data, "",
           "ampc train: fashion-mnist[:DIR], mnist:DIR, npy:DIR, pb:DIR or synthetic[:N].");
 ABSL_FLAG(int64_t, batch, 64, "ampc train: samples per step.");
 ABSL_FLAG(int64_t, epochs, 2, "ampc train: epochs in all, counting those the model has done.");
-ABSL_FLAG(double, lr, ampc::kDefaultLearningRate,
+ABSL_FLAG(double, lr, 0.01,
           "the learning rate: recorded by --train; ampc train's base rate of the schedule "
           "(default: the model's recorded one).");
 ABSL_FLAG(std::string, metrics, "",
@@ -109,7 +110,7 @@ absl::StatusOr<Feeding> PlanFeeding(const TrainingSession& session, const Datase
 // ampc.lr (the --lr given at compile time), else the default.
 absl::StatusOr<float> BaseLearningRate(const onnx::ModelProto& model) {
   const double flag = absl::GetFlag(FLAGS_lr);
-  if (flag != kDefaultLearningRate) return static_cast<float>(flag);
+  if (FlagGiven("lr")) return static_cast<float>(flag);
   for (const onnx::StringStringEntryProto& entry : model.metadata_props()) {
     if (entry.key() != "ampc.lr") continue;
     float lr = 0;
@@ -225,11 +226,18 @@ class Progress {
 
   absl::Status OpenMetrics(const std::string& path, bool append) {
     if (path.empty()) return absl::OkStatus();
+    AMPC_RETURN_IF_ERROR(CheckNotInput(path));
     const bool header = !append || !std::filesystem::exists(path);
+    metrics_path_ = path;
     metrics_.open(path, append ? std::ios::app : std::ios::trunc);
-    if (!metrics_) return absl::UnavailableError(absl::StrCat(path, ": cannot write"));
     if (header) metrics_ << "step,loss,scale,grad_norm,skipped,lr\n";
-    return absl::OkStatus();
+    return MetricsWritten();
+  }
+
+  // Whether every metrics row so far reached the file (a full disk is an error, not a gap).
+  absl::Status MetricsWritten() {
+    if (metrics_path_.empty() || metrics_.flush()) return absl::OkStatus();
+    return absl::UnavailableError(absl::StrCat(metrics_path_, ": cannot write the metrics"));
   }
 
   // Called after every step queued: on a terminal the bar shows the count, with the numbers
@@ -295,6 +303,7 @@ class Progress {
 
   int64_t per_epoch_, log_every_;
   bool tty_;
+  std::string metrics_path_;
   std::ofstream metrics_;
   int64_t window_ = 0, losses_ = 0;
   double loss_sum_ = 0, rate_ = 0;
@@ -340,6 +349,15 @@ absl::Status Save(const TrainingSession& session, const std::string& path,
   return SaveModel(model, path, options);
 }
 
+// The data set's files are inputs: no --save or --metrics may replace one.
+void NoteDataFiles(const std::string& dir) {
+  std::error_code error;
+  if (dir.empty()) return;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    if (entry.is_regular_file(error)) NoteInputFile(entry.path().string());
+  }
+}
+
 // What the model's metadata and the flags decide together.
 struct RunSettings {
   float base_lr;
@@ -372,7 +390,7 @@ absl::StatusOr<std::string> CheckFlags(const std::vector<std::string>& args) {
   }
   if (absl::GetFlag(FLAGS_log_every) < 1) return UsageError("--log-every must be at least 1");
   AMPC_RETURN_IF_ERROR(CheckThreadsFlag());
-  const double lr = absl::GetFlag(FLAGS_lr);
+  const float lr = static_cast<float>(absl::GetFlag(FLAGS_lr));  // the step computes in float
   if (!(std::isfinite(lr) && lr > 0)) return UsageError("--lr must be a finite number > 0");
   if (absl::GetFlag(FLAGS_max_consecutive_skips) < 0) {
     return UsageError("--max-consecutive-skips must be >= 1 (or 0: the model's, else 100)");
@@ -400,14 +418,25 @@ absl::StatusOr<std::string> CheckFlags(const std::vector<std::string>& args) {
 absl::Status TrainCommand(const std::vector<std::string>& args) {
   AMPC_ASSIGN_OR_RETURN(const std::string path, CheckFlags(args));
   AMPC_ASSIGN_OR_RETURN(DataSplits data, LoadData(absl::GetFlag(FLAGS_data)));
+  NoteDataFiles(data.dir);
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
   AMPC_RETURN_IF_ERROR(CheckVersions(loaded.model, path));
   if (absl::Status s = CheckTrainingInfo(loaded.model); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
   }
-  AMPC_RETURN_IF_ERROR(CheckNotInputData(loaded, "--save", absl::GetFlag(FLAGS_save)));
-  AMPC_RETURN_IF_ERROR(CheckNotInputData(loaded, "--metrics", absl::GetFlag(FLAGS_metrics)));
-  const std::vector<std::string> input_data = loaded.data_files;
+  // Resuming reads the --save file, which every epoch replaces: not an input to keep.
+  const std::string save = absl::GetFlag(FLAGS_save);
+  std::vector<std::string> input_data;
+  if (save.empty() || !SameFile(path, save)) {
+    NoteInputs(path, loaded);
+    input_data = loaded.data_files;
+  }
+  for (const auto& [flag, file] :
+       {std::pair{"--save", save}, {"--metrics", absl::GetFlag(FLAGS_metrics)}}) {
+    if (absl::Status s = CheckNotInput(file); !s.ok() && !file.empty()) {
+      return UsageError(absl::StrCat(flag, " ", s.message()));
+    }
+  }
   absl::StatusOr<RunSettings> settings = ReadRunSettings(loaded.model);
   if (!settings.ok()) {
     return absl::Status(settings.status().code(),
@@ -501,6 +530,7 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
                                           : std::string("n/a (no test samples)"),
                      state.step, state.skipped_steps, state.scale)
               << std::flush;
+    AMPC_RETURN_IF_ERROR(progress.MetricsWritten());
     AMPC_RETURN_IF_ERROR(Save(session, absl::GetFlag(FLAGS_save), input_data));
   }
   if (absl::GetFlag(FLAGS_capture)) {

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "compiler/cli_args.h"
 #include "compiler/exit_codes.h"
 #include "compiler/train_config.h"
 #include "passes/loss_op.h"
@@ -24,8 +25,7 @@ ABSL_FLAG(std::string, optimizer, "adamw", "--train: sgd, momentum, adam or adam
 constexpr double kDefaultWeightDecay = -1.0;  // the optimizer's: AdamW 0.01, the others 0
 ABSL_FLAG(double, weight_decay, kDefaultWeightDecay,
           "--train: weight decay (default: 0.01 for adamw, 0 for the others).");
-constexpr double kDefaultMomentum = 0.9;
-ABSL_FLAG(double, momentum, kDefaultMomentum, "--train: the momentum of --optimizer=momentum.");
+ABSL_FLAG(double, momentum, 0.9, "--train: the momentum of --optimizer=momentum.");
 ABSL_FLAG(bool, nesterov, false, "--train: Nesterov momentum (--optimizer=momentum).");
 ABSL_FLAG(std::string, freeze, "", "--train: initializers whose names fully match stay fixed.");
 ABSL_FLAG(std::string, loss_scale, "",
@@ -80,15 +80,10 @@ absl::Status ParseOptimizer(const std::string& text, TrainingOptions& options) {
 
 // The first flag that only the training step reads and that differs from its default, or null.
 const char* StepFlagGiven() {
-  if (absl::GetFlag(FLAGS_lr) != kDefaultLearningRate) return "--lr";
-  if (absl::GetFlag(FLAGS_optimizer) != "adamw") return "--optimizer";
-  if (absl::GetFlag(FLAGS_weight_decay) != kDefaultWeightDecay) return "--weight-decay";
-  if (absl::GetFlag(FLAGS_momentum) != kDefaultMomentum) return "--momentum";
-  if (absl::GetFlag(FLAGS_nesterov)) return "--nesterov";
-  if (!absl::GetFlag(FLAGS_freeze).empty()) return "--freeze";
-  if (!absl::GetFlag(FLAGS_loss_scale).empty()) return "--loss-scale";
-  if (absl::GetFlag(FLAGS_clip_grad_norm) != 0) return "--clip-grad-norm";
-  if (absl::GetFlag(FLAGS_accumulate) != 1) return "--accumulate";
+  for (const char* flag : {"lr", "optimizer", "weight_decay", "momentum", "nesterov", "freeze",
+                           "loss_scale", "clip_grad_norm", "accumulate"}) {
+    if (FlagGiven(flag)) return flag;
+  }
   return nullptr;
 }
 
@@ -100,8 +95,7 @@ absl::Status CheckHyperParameters(const TrainingOptions& o) {
     return UsageError("--momentum must be a finite number >= 0");
   }
   // Negative is the flag's "unset": the optimizer's default decay.
-  if (std::isnan(o.weight_decay) || std::isinf(o.weight_decay) ||
-      (o.weight_decay < 0 && absl::GetFlag(FLAGS_weight_decay) != kDefaultWeightDecay)) {
+  if (FlagGiven("weight_decay") && !(std::isfinite(o.weight_decay) && o.weight_decay >= 0)) {
     return UsageError("--weight-decay must be a finite number >= 0");
   }
   if (!(o.clip_grad_norm >= 0)) return UsageError("--clip-grad-norm must be >= 0");
@@ -123,7 +117,9 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
     if (!options.loss_op.empty()) return UsageError("--loss-op needs --train");
     if (!TrainConfigPath().empty()) return UsageError("--train-config needs --train");
     if (const char* flag = StepFlagGiven(); flag != nullptr) {
-      return UsageError(absl::StrCat(flag, " needs --train"));
+      std::string spelled = absl::StrCat("--", flag);
+      std::replace(spelled.begin(), spelled.end(), '_', '-');
+      return UsageError(absl::StrCat(spelled, " needs --train"));
     }
     return options;
   }

@@ -10,10 +10,6 @@
 
 namespace ampc {
 
-// --lr's default: recorded in a compiled model, and used by `ampc train` when neither the flag
-// nor the model gives a rate.
-inline constexpr double kDefaultLearningRate = 0.01;
-
 // Errors are UsageError()s naming the flag. `enabled` is false without --train; the other
 // training flags are then an error, so that a forgotten --train does not go unnoticed.
 absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags();

@@ -107,6 +107,7 @@ absl::StatusOr<DataSplits> LoadIdxDir(const std::string& label, const std::strin
                                                      IdxPath(dir, "train-labels-idx1-ubyte")));
   AMPC_ASSIGN_OR_RETURN(splits.test, ReadIdxDataset(IdxPath(dir, "t10k-images-idx3-ubyte"),
                                                     IdxPath(dir, "t10k-labels-idx1-ubyte")));
+  splits.dir = dir;
   splits.description = absl::StrCat(label, " (", dir, "): ", splits.train.size(), " train, ",
                                     splits.test.size(), " test");
   return splits;
@@ -225,6 +226,7 @@ absl::StatusOr<DataSplits> LoadData(const std::string& spec) {
     DataSplits splits;
     AMPC_ASSIGN_OR_RETURN(splits.train, read(path("train", "images"), path("train", "labels")));
     AMPC_ASSIGN_OR_RETURN(splits.test, read(path("test", "images"), path("test", "labels")));
+    splits.dir = arg;
     splits.description = absl::StrCat(kind, " (", arg, "): ", splits.train.size(), " train, ",
                                       splits.test.size(), " test");
     return splits;
@@ -236,7 +238,7 @@ absl::StatusOr<DataSplits> LoadData(const std::string& spec) {
           absl::StrCat("--data ", spec, ": expected synthetic:N with N >= 1"));
     }
     DataSplits splits{SyntheticDataset(count, 1),
-                      SyntheticDataset(std::max<int64_t>(count / 4, 1), 2), ""};
+                      SyntheticDataset(std::max<int64_t>(count / 4, 1), 2), "", ""};
     splits.description =
         absl::StrCat("synthetic: ", splits.train.size(), " train, ", splits.test.size(), " test");
     return splits;

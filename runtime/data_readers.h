@@ -24,6 +24,7 @@ struct DataSplits {
   Dataset train;
   Dataset test;
   std::string description;  // "fashion-mnist (/usr/share/...): 60000 train, 10000 test"
+  std::string dir;          // the folder the files were read from ("" for synthetic data)
 };
 
 // IDX files (magic 0x00000803 with dims N, rows, cols for images; 0x00000801 with N for labels),

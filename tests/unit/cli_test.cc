@@ -251,6 +251,10 @@ TEST_F(CliTest, TrainingFlagErrorsWriteNothingAndLeaveTheInputAlone) {
       {{"--train", "--loss=loss", "--weight-decay=-0.5"},
        2,
        "--weight-decay must be a finite number >= 0"},
+      {{"--train", "--loss=loss", "--weight-decay=-1"},  // the flag's default, but given
+       2,
+       "--weight-decay must be a finite number >= 0"},
+      {{"--momentum=0.9"}, 2, "--momentum needs --train"},
       {{"--train", "--loss=loss", "--optimizer=momentum", "--momentum=0", "--nesterov"},
        2,
        "--nesterov needs --momentum > 0"},
@@ -313,7 +317,7 @@ TEST_F(CliTest, TheInputsExternalDataIsNeverOverwritten) {
         std::vector<std::string>{"explain", model, "--report=" + data}}) {
     auto r = Ampc(args);
     EXPECT_EQ(r.exit_code, 2) << r.err;
-    EXPECT_THAT(r.err, HasSubstr(data + " is an external data file of the input"));
+    EXPECT_THAT(r.err, HasSubstr(data + " is an input of this run"));
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_EQ(testing::ReadFileOrEmpty(data), before);
     EXPECT_FALSE(fs::exists(out_));
@@ -332,6 +336,34 @@ TEST_F(CliTest, TheInputsExternalDataIsNeverOverwritten) {
   EXPECT_TRUE(fs::exists(out_ + ".alt.data"));
   EXPECT_TRUE(LoadModel(input).ok());
   EXPECT_TRUE(LoadModel(out_).ok());
+}
+
+// Every file a run reads is an input it never overwrites: the policy, the training config.
+TEST_F(CliTest, NoFileTheRunReadsIsOverwritten) {
+  const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
+  const std::string policy = Write("pol.json", R"({"version": 1, "ops": {}})");
+  const std::string config = Write("tc.json", R"({"scaler": {"init_scale": 1024}})");
+  const std::vector<std::string> cases[] = {
+      {path, "-o", out_, "--policy=" + policy, "--report=" + policy},
+      {path, "-o", policy, "--policy=" + policy},
+      {"explain", path, "--policy=" + policy, "--report=" + policy},
+      {path, "-o", out_, "--train", "--loss=loss", "--train-config=" + config,
+       "--report=" + config},
+  };
+  for (const std::vector<std::string>& args : cases) {
+    auto r = Ampc(args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(" is an input of this run; ampc never overwrites its input"));
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(testing::ReadFileOrEmpty(policy), R"({"version": 1, "ops": {}})");
+    EXPECT_EQ(testing::ReadFileOrEmpty(config), R"({"scaler": {"init_scale": 1024}})");
+    EXPECT_FALSE(fs::exists(out_));
+  }
+  // The report may not take the name of the output's external data either.
+  auto r = Ampc({path, "-o", out_, "--external-data=always", "--report=" + out_ + ".data"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("the report needs a file of its own"));
+  EXPECT_FALSE(fs::exists(out_));
 }
 
 // A training model's training_info is input too: compile, extract-step and train refuse a broken

@@ -488,6 +488,26 @@ TEST_F(ModelIoTest, SaveUnderARegularFileIsUnavailable) {
   EXPECT_EQ(Files(), std::vector<std::string>{"file"});
 }
 
+// When the input reads OUT.data, saves to OUT take turns between the two other names and never
+// write or remove the input's file (a resumed or repeated save used to fail the second time).
+TEST_F(ModelIoTest, SavesNextToTheInputsDataFileTakeTurnsAroundIt) {
+  onnx::ModelProto model = MakeModel();
+  ASSERT_TRUE(SaveModel(model, Path("out.onnx"), {.external_data = External::kAlways}).ok());
+  fs::rename(Path("out.onnx"), Path("in.onnx"));  // in.onnx reads out.onnx.data
+  const std::string input_data = ReadFile(Path("out.onnx.data"));
+  SaveOptions options{.external_data = External::kAlways, .keep = {Path("out.onnx.data")}};
+  for (const char* expected : {"out.onnx.alt.data", "out.onnx.alt2.data", "out.onnx.alt.data"}) {
+    ASSERT_TRUE(SaveModel(model, Path("out.onnx"), options).ok()) << expected;
+    EXPECT_EQ(Files(),
+              (std::vector<std::string>{"in.onnx", "out.onnx", expected, "out.onnx.data"}));
+    EXPECT_EQ(ReadFile(Path("out.onnx.data")), input_data);
+    ASSERT_TRUE(LoadModel(Path("in.onnx")).ok());
+    absl::StatusOr<LoadedModel> saved = LoadModel(Path("out.onnx"));
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    EXPECT_TRUE(ProtoEqual(saved->model, model));
+  }
+}
+
 TEST_F(ModelIoTest, FailedSaveLeavesThePreviousOutputIntact) {
   ASSERT_TRUE(SaveModel(MakeModel(), Path("out.onnx"), {.external_data = External::kNever}).ok());
   const std::string before = ReadFile(Path("out.onnx"));

@@ -1,6 +1,5 @@
 #include "passes/name_allocator.h"
 
-
 #include <string>
 
 #include "absl/container/flat_hash_set.h"

@@ -104,6 +104,27 @@ TEST_F(RunCommandTest, AnOutputFileThatCannotBeWrittenLeavesNoOther) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / "out"), fs::directory_iterator{}), 1);
 }
 
+// The model, its inputs and the files --output-dir would write may coincide: inputs win.
+TEST_F(RunCommandTest, OutputFilesNeverReplaceTheRunsInputs) {
+  fs::create_directories(dir_ / "out");
+  const std::string x = (dir_ / "out" / "y.pb").string();  // the file output y would take
+  std::ofstream(x, std::ios::binary)
+      << testing::ReadFileOrEmpty(WriteTensor("x.pb", {2, 2}, {1, 2, 3, 4}));
+  const std::string before = testing::ReadFileOrEmpty(x);
+  auto r = Ampc({"run", model_, "--input", "x=" + x, "--output-dir", (dir_ / "out").string()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(x + " is an input of this run"));
+  EXPECT_EQ(testing::ReadFileOrEmpty(x), before);
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "y.npy"));
+  fs::copy_file(model_, dir_ / "out" / "y.pb", fs::copy_options::overwrite_existing);
+  const std::string model_bytes = testing::ReadFileOrEmpty(model_);
+  r = Ampc({"run", (dir_ / "out" / "y.pb").string(), "--input",
+            "x=" + WriteTensor("x2.pb", {2, 2}, {1, 2, 3, 4}), "--output-dir",
+            (dir_ / "out").string()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(testing::ReadFileOrEmpty((dir_ / "out" / "y.pb").string()), model_bytes);
+}
+
 // Output names that map to one file name, or that are too long for one, still give a file each.
 TEST_F(RunCommandTest, EveryOutputGetsItsOwnFile) {
   onnx::ModelProto m = testing::ParseModelText(R"(

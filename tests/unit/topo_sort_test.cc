@@ -1,6 +1,5 @@
 #include "passes/topo_sort.h"
 
-
 #include <algorithm>
 #include <string>
 #include <vector>

@@ -135,6 +135,18 @@ TEST_F(TrainCommandTest, TheLearningRateDefaultsToTheOneRecordedInTheModel) {
   ASSERT_TRUE(a.ParseFromString(testing::ReadFileOrEmpty(Path("a.onnx"))));
   ASSERT_TRUE(b.ParseFromString(testing::ReadFileOrEmpty(Path("b.onnx"))));
   EXPECT_EQ(a.graph().initializer(0).raw_data(), b.graph().initializer(0).raw_data());
+  // --lr given at its default value still overrides the recorded rate.
+  r = Ampc({"train", Path("recorded.onnx"), "--data", "synthetic:64", "--batch", "16", "--epochs",
+            "1", "--lr", "0.01", "--save", Path("c.onnx")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = Ampc({"train", model_, "--data", "synthetic:64", "--batch", "16", "--epochs", "1", "--save",
+            Path("d.onnx")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  onnx::ModelProto c, d;
+  ASSERT_TRUE(c.ParseFromString(testing::ReadFileOrEmpty(Path("c.onnx"))));
+  ASSERT_TRUE(d.ParseFromString(testing::ReadFileOrEmpty(Path("d.onnx"))));
+  EXPECT_EQ(c.graph().initializer(0).raw_data(), d.graph().initializer(0).raw_data());
+  EXPECT_NE(c.graph().initializer(0).raw_data(), a.graph().initializer(0).raw_data());
   lr->set_value("fast");
   std::ofstream(Path("bad.onnx"), std::ios::binary) << recorded.SerializeAsString();
   r = Ampc({"train", Path("bad.onnx"), "--data", "synthetic:64"});
@@ -166,6 +178,18 @@ TEST_F(TrainCommandTest, DataThatDoesNotFitIsRefusedAndNoTestSamplesIsSaid) {
   EXPECT_THAT(r.err, Not(HasSubstr("epoch")));
   write_split("notest", "train", 8, 784);
   write_split("notest", "test", 0, 784);
+  // The data set's files are inputs; metrics that cannot be written fail the run.
+  const std::string data_file = Path("notest/test-labels.npy");
+  const std::string before = testing::ReadFileOrEmpty(data_file);
+  r = Ampc(
+      {"train", model_, "--data", "npy:" + Path("notest"), "--batch", "4", "--metrics", data_file});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--metrics " + data_file + " is an input of this run"));
+  EXPECT_EQ(testing::ReadFileOrEmpty(data_file), before);
+  r = Ampc({"train", model_, "--data", "npy:" + Path("notest"), "--batch", "4", "--epochs", "1",
+            "--metrics", "/dev/full"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("/dev/full: cannot write the metrics"));
   r = Ampc({"train", model_, "--data", "npy:" + Path("notest"), "--batch", "4", "--epochs", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("epoch 1: test accuracy n/a (no test samples), "));
