@@ -167,6 +167,10 @@ std::vector<std::string> WithTrainingStep(std::vector<std::string> passes) {
     auto verify = std::find(passes.begin(), passes.end(), "verify-input");
     passes.insert(verify == passes.end() ? passes.begin() : verify + 1, "infer-types");
   }
+  // Gradient functions need a newer opset than some models import: converted before typing.
+  if (std::find(passes.begin(), passes.end(), "upgrade-opset") == passes.end()) {
+    passes.insert(std::find(passes.begin(), passes.end(), "infer-types"), "upgrade-opset");
+  }
   // The step copies the mixed-precision forward, so it comes after the cast passes.
   passes.insert(std::find(passes.begin(), passes.end(), "verify"), "training-step");
   if (!absl::GetFlag(FLAGS_loss_op).empty() &&

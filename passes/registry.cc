@@ -10,6 +10,7 @@
 #include "passes/insert_casts.h"
 #include "passes/loss_op.h"
 #include "passes/training_step.h"
+#include "passes/upgrade_opset.h"
 #include "passes/verify.h"
 #include "passes/verify_input.h"
 
@@ -24,6 +25,7 @@ struct PassEntry {
 const std::vector<PassEntry>& Entries() {
   static const auto* entries = new std::vector<PassEntry>{
       {"verify-input", [] { return std::make_unique<VerifyInput>(); }},
+      {"upgrade-opset", [] { return std::make_unique<UpgradeOpset>(); }},
       {"infer-types", [] { return std::make_unique<InferTypes>(); }},
       {"loss-op", [] { return std::make_unique<LossOp>(); }},
       {"training-step", [] { return std::make_unique<TrainingStep>(); }},
