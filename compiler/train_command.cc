@@ -384,6 +384,9 @@ absl::StatusOr<std::string> CheckFlags(const std::vector<std::string>& args) {
     return UsageError(absl::StrCat("--device=", device, ": expected cpu, cuda or auto"));
   }
   if (absl::GetFlag(FLAGS_data).empty()) return UsageError("ampc train needs --data SOURCE");
+  if (absl::Status s = CheckDataSpec(absl::GetFlag(FLAGS_data)); !s.ok()) {
+    return UsageError(s.message());
+  }
   if (absl::GetFlag(FLAGS_batch) < 1) return UsageError("--batch must be at least 1");
   if (absl::GetFlag(FLAGS_epochs) < 1) {
     return UsageError("--epochs must be at least 1 (epochs in all, counting those done)");

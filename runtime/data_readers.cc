@@ -211,7 +211,26 @@ Dataset SyntheticDataset(int64_t count, uint64_t seed) {
   return data;
 }
 
+absl::Status CheckDataSpec(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  const std::string kind = spec.substr(0, colon);
+  const std::string arg = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  int64_t count = 0;
+  if (kind == "synthetic" && !arg.empty() && (!absl::SimpleAtoi(arg, &count) || count < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--data ", spec, ": expected synthetic:N with N >= 1"));
+  }
+  if (kind == "fashion-mnist" || kind == "synthetic" ||
+      ((kind == "mnist" || kind == "npy" || kind == "pb") && !arg.empty())) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--data ", spec,
+                   ": expected fashion-mnist[:DIR], mnist:DIR, npy:DIR, pb:DIR or synthetic[:N]"));
+}
+
 absl::StatusOr<DataSplits> LoadData(const std::string& spec) {
+  if (absl::Status s = CheckDataSpec(spec); !s.ok()) return s;
   const size_t colon = spec.find(':');
   const std::string kind = spec.substr(0, colon);
   const std::string arg = colon == std::string::npos ? "" : spec.substr(colon + 1);
@@ -231,21 +250,13 @@ absl::StatusOr<DataSplits> LoadData(const std::string& spec) {
                                       splits.test.size(), " test");
     return splits;
   }
-  if (kind == "synthetic") {
-    int64_t count = 2048;
-    if (!arg.empty() && (!absl::SimpleAtoi(arg, &count) || count < 1)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--data ", spec, ": expected synthetic:N with N >= 1"));
-    }
-    DataSplits splits{SyntheticDataset(count, 1),
-                      SyntheticDataset(std::max<int64_t>(count / 4, 1), 2), "", ""};
-    splits.description =
-        absl::StrCat("synthetic: ", splits.train.size(), " train, ", splits.test.size(), " test");
-    return splits;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--data ", spec,
-                   ": expected fashion-mnist[:DIR], mnist:DIR, npy:DIR, pb:DIR or synthetic[:N]"));
+  int64_t count = 2048;  // what is left is synthetic[:N], N checked by CheckDataSpec
+  if (!arg.empty() && !absl::SimpleAtoi(arg, &count)) return absl::InternalError("unchecked N");
+  DataSplits splits{SyntheticDataset(count, 1),
+                    SyntheticDataset(std::max<int64_t>(count / 4, 1), 2), "", ""};
+  splits.description =
+      absl::StrCat("synthetic: ", splits.train.size(), " train, ", splits.test.size(), " test");
+  return splits;
 }
 
 std::vector<int64_t> EpochOrder(int64_t size, uint64_t seed, int64_t epoch) {

@@ -52,6 +52,9 @@ Dataset SyntheticDataset(int64_t count, uint64_t seed);
 // `synthetic[:N]` (N training samples, default 2048, and N/4 test samples of other noise).
 absl::StatusOr<DataSplits> LoadData(const std::string& spec);
 
+// The syntax of a --data SOURCE alone (LoadData checks it first); InvalidArgument naming it.
+absl::Status CheckDataSpec(const std::string& spec);
+
 // The sample order of `epoch` (0-based): one std::mt19937_64 seeded with `seed` drives a
 // Fisher-Yates shuffle per epoch, each epoch shuffling the previous epoch's order (the index
 // for position i is engine() % (i + 1), so the order is the same on every platform). Epoch e

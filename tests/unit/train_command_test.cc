@@ -275,9 +275,12 @@ TEST_F(TrainCommandTest, ErrorsAreOneLineWithTheRightExitCode) {
   auto r = Ampc({"train", model_});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("ampc train needs --data SOURCE"));
-  r = Ampc({"train", model_, "--data", "imagenet"});
-  EXPECT_EQ(r.exit_code, 1);
+  r = Ampc({"train", model_, "--data", "imagenet"});  // a usage error, like --batch 0
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--data imagenet: expected fashion-mnist[:DIR]"));
+  r = Ampc({"train", model_, "--data", "synthetic:abc"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--data synthetic:abc: expected synthetic:N with N >= 1"));
   onnx::ModelProto plain = testing::SoftmaxRegressionTrainingModel();
   plain.clear_training_info();
   std::ofstream(Path("plain.onnx"), std::ios::binary) << plain.SerializeAsString();
@@ -358,7 +361,7 @@ TEST_F(TrainCommandTest, BadIdxDataIsOneLineNamingTheFile) {
 TEST_F(TrainCommandTest, AFailedRunWritesNoSaveFileAndLeavesTheModelAlone) {
   const std::string before = testing::ReadFileOrEmpty(model_);
   auto r = Ampc({"train", model_, "--data", "imagenet", "--save", Path("out.onnx")});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_FALSE(std::filesystem::exists(Path("out.onnx")));
   std::ofstream(Path("old.onnx"), std::ios::binary) << "previous checkpoint";
   r = Ampc(
