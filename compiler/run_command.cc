@@ -1,5 +1,6 @@
 #include "compiler/run_command.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -7,7 +8,6 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <optional>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/flags/flag.h"
@@ -212,31 +212,46 @@ std::string DescribeFirstNonFinite(const FirstNonFinite& first) {
   // A Cast into the low dtype overflows for its readers, which are what to keep FP32.
   std::vector<std::string> nodes = first.op == "Cast" ? first.readers : std::vector{first.node};
   std::erase(nodes, "");
-  if (nodes.empty()) return note;
+  // Only names that paste into a shell and an RE2 pattern as printed get a ready-made flag.
+  const bool pasteable = std::all_of(nodes.begin(), nodes.end(), [](const std::string& name) {
+    return std::all_of(name.begin(), name.end(),
+                       [](char c) { return c >= 0x20 && c < 0x7f && c != '\''; });
+  });
+  if (nodes.empty() || !pasteable) return note;
   for (std::string& name : nodes) name = QuoteRegex(name);
-  absl::StrAppend(&note, "; compiling with --block-node='",
-                  EscapeForDiagnostic(absl::StrJoin(nodes, "|")), "' keeps ",
+  absl::StrAppend(&note, "; compiling with --block-node='", absl::StrJoin(nodes, "|"), "' keeps ",
                   first.op == "Cast" ? "the nodes that read it" : "that node", " in FP32");
   return note;
 }
 
 // When an output holds inf or NaN: with --find-nonfinite, where they first appear (a rerun of
-// `model`); without it, a note that says how to find out.
+// the model at `path`, read again: no copy is held for a run that may not need one); without
+// it, a note that says how to find out.
 absl::Status ExplainNonFiniteOutputs(const Session& session, const std::vector<Tensor>& outputs,
-                                     const std::vector<Tensor>& inputs,
-                                     const std::optional<onnx::ModelProto>& model,
-                                     const std::string& path) {
+                                     const std::vector<Tensor>& inputs, const std::string& path) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     AMPC_ASSIGN_OR_RETURN(NonFiniteCount count, CountNonFinite(outputs[i]));
     if (count.total() == 0) continue;
-    if (!model) {
-      PrintDiagnostic(absl::StrCat(
-          "note: ", path, ": output '", EscapeForDiagnostic(session.outputs()[i].name),
-          "' holds inf or NaN; --find-nonfinite names the node where they first appear"));
+    const std::string output = EscapeForDiagnostic(session.outputs()[i].name);
+    if (!absl::GetFlag(FLAGS_find_nonfinite)) {
+      PrintDiagnostic(absl::StrCat("note: ", path, ": output '", output,
+                                   "' holds inf or NaN; --find-nonfinite names the node where "
+                                   "they first appear"));
       return absl::OkStatus();
     }
+    for (const Tensor& input : inputs) {
+      absl::StatusOr<NonFiniteCount> in = CountNonFinite(input);
+      if (in.ok() && in->total() > 0) {
+        PrintDiagnostic(absl::StrCat("note: ", path, ": output '", output,
+                                     "' holds inf or NaN, and so do the inputs (see the warning "
+                                     "above); --find-nonfinite looks for finite values turning "
+                                     "into inf or NaN, so it did not rerun"));
+        return absl::OkStatus();
+      }
+    }
+    AMPC_ASSIGN_OR_RETURN(LoadedModel model, LoadModel(path));
     absl::StatusOr<FirstNonFinite> first =
-        FindFirstNonFinite(*model, inputs, DefaultRegistry(), session.backend());
+        FindFirstNonFinite(std::move(model.model), inputs, DefaultRegistry(), session.backend());
     if (!first.ok()) {
       return absl::Status(first.status().code(),
                           absl::StrCat(path, ": --find-nonfinite: ", first.status().message()));
@@ -275,8 +290,6 @@ absl::Status RunModelCommand(const std::vector<std::string>& args,
     return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
   }
   for (const std::string& warning : warnings) PrintDiagnostic(absl::StrCat(path, ": ", warning));
-  std::optional<onnx::ModelProto> rerun;  // kept only when it may be needed
-  if (absl::GetFlag(FLAGS_find_nonfinite)) rerun = loaded.model;
   absl::StatusOr<std::unique_ptr<Session>> session = CreateSession<Session>(
       std::move(loaded.model), DefaultRegistry(), device, absl::GetFlag(FLAGS_threads),
       backend_owner, [&](absl::string_view why) {
@@ -310,7 +323,7 @@ absl::Status RunModelCommand(const std::vector<std::string>& args,
       std::cout << Summary(EscapeForDiagnostic((*session)->outputs()[i].name), host) << "\n";
     }
   }
-  return ExplainNonFiniteOutputs(**session, *outputs, inputs, rerun, path);
+  return ExplainNonFiniteOutputs(**session, *outputs, inputs, path);
 }
 
 }  // namespace ampc

@@ -349,15 +349,6 @@ absl::Status Save(const TrainingSession& session, const std::string& path,
   return SaveModel(model, path, options);
 }
 
-// The data set's files are inputs: no --save or --metrics may replace one.
-void NoteDataFiles(const std::string& dir) {
-  std::error_code error;
-  if (dir.empty()) return;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
-    if (entry.is_regular_file(error)) NoteInputFile(entry.path().string());
-  }
-}
-
 // What the model's metadata and the flags decide together.
 struct RunSettings {
   float base_lr;
@@ -421,16 +412,21 @@ absl::StatusOr<std::string> CheckFlags(const std::vector<std::string>& args) {
 absl::Status TrainCommand(const std::vector<std::string>& args) {
   AMPC_ASSIGN_OR_RETURN(const std::string path, CheckFlags(args));
   AMPC_ASSIGN_OR_RETURN(DataSplits data, LoadData(absl::GetFlag(FLAGS_data)));
-  NoteDataFiles(data.dir);
+  for (const std::string& file : data.files) NoteInputFile(file);  // no save may replace them
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
   AMPC_RETURN_IF_ERROR(CheckVersions(loaded.model, path));
   if (absl::Status s = CheckTrainingInfo(loaded.model); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
   }
-  // Resuming reads the --save file, which every epoch replaces: not an input to keep.
+  // Resuming reads the --save file, which every epoch replaces: its data files are inputs
+  // (nothing else may write them) but not ones the save must keep.
   const std::string save = absl::GetFlag(FLAGS_save);
+  const bool resumed = !save.empty() && SameFile(path, save);
   std::vector<std::string> input_data;
-  if (save.empty() || !SameFile(path, save)) {
+  if (resumed) {
+    NoteInputFile(args[1]);
+    for (const std::string& data : loaded.data_files) NoteInputFile(data);
+  } else {
     NoteInputs(path, loaded);
     input_data = loaded.data_files;
   }

@@ -103,11 +103,10 @@ absl::Status CheckFinite(const Tensor& images, const std::string& path) {
 
 absl::StatusOr<DataSplits> LoadIdxDir(const std::string& label, const std::string& dir) {
   DataSplits splits;
-  AMPC_ASSIGN_OR_RETURN(splits.train, ReadIdxDataset(IdxPath(dir, "train-images-idx3-ubyte"),
-                                                     IdxPath(dir, "train-labels-idx1-ubyte")));
-  AMPC_ASSIGN_OR_RETURN(splits.test, ReadIdxDataset(IdxPath(dir, "t10k-images-idx3-ubyte"),
-                                                    IdxPath(dir, "t10k-labels-idx1-ubyte")));
-  splits.dir = dir;
+  splits.files = {IdxPath(dir, "train-images-idx3-ubyte"), IdxPath(dir, "train-labels-idx1-ubyte"),
+                  IdxPath(dir, "t10k-images-idx3-ubyte"), IdxPath(dir, "t10k-labels-idx1-ubyte")};
+  AMPC_ASSIGN_OR_RETURN(splits.train, ReadIdxDataset(splits.files[0], splits.files[1]));
+  AMPC_ASSIGN_OR_RETURN(splits.test, ReadIdxDataset(splits.files[2], splits.files[3]));
   splits.description = absl::StrCat(label, " (", dir, "): ", splits.train.size(), " train, ",
                                     splits.test.size(), " test");
   return splits;
@@ -243,17 +242,18 @@ absl::StatusOr<DataSplits> LoadData(const std::string& spec) {
       return (dir / absl::StrCat(split, "-", part, ".", kind)).string();
     };
     DataSplits splits;
-    AMPC_ASSIGN_OR_RETURN(splits.train, read(path("train", "images"), path("train", "labels")));
-    AMPC_ASSIGN_OR_RETURN(splits.test, read(path("test", "images"), path("test", "labels")));
-    splits.dir = arg;
+    splits.files = {path("train", "images"), path("train", "labels"), path("test", "images"),
+                    path("test", "labels")};
+    AMPC_ASSIGN_OR_RETURN(splits.train, read(splits.files[0], splits.files[1]));
+    AMPC_ASSIGN_OR_RETURN(splits.test, read(splits.files[2], splits.files[3]));
     splits.description = absl::StrCat(kind, " (", arg, "): ", splits.train.size(), " train, ",
                                       splits.test.size(), " test");
     return splits;
   }
   int64_t count = 2048;  // what is left is synthetic[:N], N checked by CheckDataSpec
   if (!arg.empty() && !absl::SimpleAtoi(arg, &count)) return absl::InternalError("unchecked N");
-  DataSplits splits{SyntheticDataset(count, 1),
-                    SyntheticDataset(std::max<int64_t>(count / 4, 1), 2), "", ""};
+  DataSplits splits{
+      SyntheticDataset(count, 1), SyntheticDataset(std::max<int64_t>(count / 4, 1), 2), "", {}};
   splits.description =
       absl::StrCat("synthetic: ", splits.train.size(), " train, ", splits.test.size(), " test");
   return splits;

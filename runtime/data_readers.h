@@ -23,8 +23,8 @@ struct Dataset {
 struct DataSplits {
   Dataset train;
   Dataset test;
-  std::string description;  // "fashion-mnist (/usr/share/...): 60000 train, 10000 test"
-  std::string dir;          // the folder the files were read from ("" for synthetic data)
+  std::string description;         // "fashion-mnist (/usr/share/...): 60000 train, 10000 test"
+  std::vector<std::string> files;  // the files read (none for synthetic data)
 };
 
 // IDX files (magic 0x00000803 with dims N, rows, cols for images; 0x00000801 with N for labels),

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <exception>
 
 #include "passes/ampc_ops.h"
+#include "passes/onnx_status.h"
 #include "runtime/session.h"
 #include "runtime/status_macros.h"
 
@@ -35,18 +35,23 @@ absl::StatusOr<NonFiniteCount> CountNonFinite(const Tensor& tensor) {
   return count;
 }
 
-onnx::GraphProto KeepFloatValues(const onnx::GraphProto& graph) {
-  onnx::GraphProto kept = graph;
+void KeepFloatValues(onnx::GraphProto& graph) {
+  absl::flat_hash_map<std::string, const onnx::ValueInfoProto*> typed;
+  for (const onnx::ValueInfoProto& value : graph.value_info()) typed[value.name()] = &value;
   absl::flat_hash_set<std::string> outputs;
   for (const onnx::ValueInfoProto& value : graph.output()) outputs.insert(value.name());
-  for (const onnx::ValueInfoProto& value : graph.value_info()) {
-    if (outputs.contains(value.name()) || !value.type().has_tensor_type() ||
-        !IsFloatType(value.type().tensor_type().elem_type())) {
-      continue;
+  std::vector<onnx::ValueInfoProto> kept;
+  for (const onnx::NodeProto& node : graph.node()) {
+    for (const std::string& output : node.output()) {
+      auto it = typed.find(output);
+      if (it == typed.end() || !outputs.insert(output).second) continue;
+      const onnx::TypeProto& type = it->second->type();
+      if (type.has_tensor_type() && IsFloatType(type.tensor_type().elem_type())) {
+        kept.push_back(*it->second);
+      }
     }
-    *kept.add_output() = value;
   }
-  return kept;
+  for (onnx::ValueInfoProto& value : kept) *graph.add_output() = std::move(value);
 }
 
 absl::StatusOr<FirstNonFinite> FirstNonFiniteValue(const onnx::GraphProto& kept,
@@ -84,12 +89,15 @@ absl::StatusOr<FirstNonFinite> FindFirstNonFinite(onnx::ModelProto model,
                                                   const KernelRegistry& registry,
                                                   Backend& backend) {
   RegisterAmpcSchemas();
-  try {  // value_info for every value ONNX can type; the session checks the model itself
+  // Types from the nodes alone: a stale or contradicting declaration must not hide a value.
+  model.mutable_graph()->clear_value_info();
+  AMPC_RETURN_IF_ERROR(CatchOnnx("ONNX's type inference, which keeping every value needs", [&] {
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance());
-  } catch (const std::exception&) {
-  }
-  *model.mutable_graph() = KeepFloatValues(model.graph());
-  const onnx::GraphProto kept = model.graph();
+  }));
+  KeepFloatValues(*model.mutable_graph());
+  onnx::GraphProto kept;  // the node order and the outputs, without the weights
+  *kept.mutable_node() = model.graph().node();
+  *kept.mutable_output() = model.graph().output();
   AMPC_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
                         Session::Create(std::move(model), registry, backend));
   AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> values, session->Run(inputs));

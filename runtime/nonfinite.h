@@ -26,9 +26,9 @@ struct NonFiniteCount {
 // is not of a floating-point type.
 absl::StatusOr<NonFiniteCount> CountNonFinite(const Tensor& tensor);
 
-// `graph` with every floating-point node output that its value_info types added as a graph
-// output (after the graph's own outputs).
-onnx::GraphProto KeepFloatValues(const onnx::GraphProto& graph);
+// Adds every floating-point node output that the graph's value_info types as a graph output
+// (after the graph's own outputs, in node order).
+void KeepFloatValues(onnx::GraphProto& graph);
 
 struct FirstNonFinite {
   std::string value, node, op;  // all empty when every node output is finite

@@ -34,7 +34,8 @@ absl::flat_hash_map<std::string, std::string> ParameterOfGradient(const onnx::Gr
 
 absl::StatusOr<NonFiniteReport> TrainingSession::FindNonFinite(const NamedTensors& inputs,
                                                                float lr) {
-  const onnx::GraphProto graph = KeepFloatValues(algorithm_graph_);
+  onnx::GraphProto graph = algorithm_graph_;
+  KeepFloatValues(graph);
   TypeMap outer_types;
   for (size_t i = 0; i < state_.size(); ++i) outer_types[state_names_[i]] = state_[i].dtype();
   const ExecutorEnv env{*registry_, backend_, opsets_};

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "compiler/model_io.h"
 #include "tests/support/cuda_parity.h"
 #include "tests/support/model_text.h"
 #include "tests/support/subprocess.h"
@@ -200,6 +201,29 @@ TEST_F(RunCommandTest, FindNonFiniteNamesTheNodeThatOverflowsAndTheFlagThatHelps
   r = Ampc({"run", blocked, "--input", "x=" + x, "--find-nonfinite"});
   EXPECT_THAT(r.err, HasSubstr("(Cast); float16's largest finite value is 65504; compiling with "
                                "--block-node='/fc2/MatMul' keeps the nodes that read it in FP32"));
+  // A stale declaration (value_info of a value no node makes, or of the wrong shape) does not
+  // hide a value from the rerun.
+  absl::StatusOr<LoadedModel> compiled = LoadModel(fp16);
+  ASSERT_TRUE(compiled.ok());
+  onnx::ValueInfoProto* ghost = compiled->model.mutable_graph()->add_value_info();
+  *ghost = compiled->model.graph().output(0);
+  ghost->set_name("ghost");
+  for (auto& value : *compiled->model.mutable_graph()->mutable_value_info()) {
+    if (value.name() == "h")
+      value.mutable_type()->mutable_tensor_type()->mutable_shape()->clear_dim();
+  }
+  const std::string stale = Write("stale.onnx", compiled->model.SerializeAsString());
+  r = Ampc({"run", stale, "--input", "x=" + x, "--find-nonfinite"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(stale + ": inf/NaN first appear in 'h' (float16"));
+  // Inputs that hold inf or NaN already explain the output: no rerun.
+  std::vector<float> nan_x(8, 200);
+  nan_x[3] = NAN;
+  r = Ampc(
+      {"run", fp16, "--input", "x=" + WriteTensor("nan.pb", {2, 4}, nan_x), "--find-nonfinite"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("holds inf or NaN, and so do the inputs"));
+  EXPECT_THAT(r.err, Not(HasSubstr("first appear")));
   r = Ampc({"run", compile("c.onnx", "/fc1/MatMul|/fc2/MatMul"), "--input", "x=" + x,
             "--find-nonfinite"});
   EXPECT_EQ(r.out, "y: float32[2,2] min 320 max 320 mean 320\n");

@@ -187,6 +187,13 @@ TEST_F(TrainCommandTest, DataThatDoesNotFitIsRefusedAndNoTestSamplesIsSaid) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_THAT(r.err, HasSubstr("--metrics " + data_file + " is an input of this run"));
   EXPECT_EQ(testing::ReadFileOrEmpty(data_file), before);
+  // Only the data set's own files are inputs: a save and metrics kept beside them are written,
+  // and again on the next run, and resumed from.
+  for (const char* resume : {"--noresume", "--resume", "--resume"}) {
+    r = Ampc({"train", model_, "--data", "npy:" + Path("notest"), "--batch", "4", "--epochs", "1",
+              "--save", Path("notest/ckpt.onnx"), "--metrics", Path("notest/m.csv"), resume});
+    EXPECT_EQ(r.exit_code, 0) << resume << r.err;
+  }
   r = Ampc({"train", model_, "--data", "npy:" + Path("notest"), "--batch", "4", "--epochs", "1",
             "--metrics", "/dev/full"});
   EXPECT_EQ(r.exit_code, 3) << r.err;
@@ -205,6 +212,26 @@ std::vector<double> LossesIn(const std::string& csv) {
     if (cells.size() > 1 && absl::SimpleAtod(cells[1], &loss)) losses.push_back(loss);
   }
   return losses;
+}
+
+// Resuming reads the --save file; its external data is then input too, which --metrics may
+// not replace (the save itself may: it writes the other data file name).
+TEST_F(TrainCommandTest, ResumingProtectsTheCheckpointsExternalData) {
+  auto r = Ampc({"train", model_, "--data", "synthetic:64", "--batch", "16", "--epochs", "1",
+                 "--save", Path("ckpt.onnx")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = Ampc({Path("ckpt.onnx"), "-o", Path("out.onnx"), "--passes=", "--external-data=always"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string data = Path("out.onnx.data"), before = testing::ReadFileOrEmpty(data);
+  r = Ampc({"train", model_, "--data", "synthetic:64", "--batch", "16", "--epochs", "2", "--save",
+            Path("out.onnx"), "--resume", "--metrics", data});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--metrics " + data + " is an input of this run"));
+  EXPECT_EQ(testing::ReadFileOrEmpty(data), before);
+  r = Ampc({"train", model_, "--data", "synthetic:64", "--batch", "16", "--epochs", "2", "--save",
+            Path("out.onnx"), "--resume"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(LoadModel(Path("out.onnx")).ok());
 }
 
 // The training step's functions are written against opset 17: an opset-13 model is converted
@@ -229,6 +256,17 @@ TEST_F(TrainCommandTest, AModelBelowOpset17IsConvertedForTraining) {
   absl::StatusOr<LoadedModel> inference = LoadModel(Path("i13.onnx"));
   ASSERT_TRUE(inference.ok()) << inference.status();
   EXPECT_EQ(inference->model.opset_import(0).version(), 13);
+  // Below 13 ONNX 1.12's converter changes what some ops compute: refused, not converted.
+  mlp.mutable_opset_import(0)->set_version(12);
+  std::ofstream(Path("mlp12.onnx"), std::ios::binary) << mlp.SerializeAsString();
+  r = Ampc({Path("mlp12.onnx"), "-o", Path("t12.onnx"), "--train", "--loss=loss"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr(Path("mlp12.onnx") +
+                               ": --train needs opset 17 (the training step's functions are "
+                               "written against it) and this model imports opset 12; ampc "
+                               "converts from opset 13 on"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(fs::exists(Path("t12.onnx")));
 }
 
 // --loss-op end to end: the bundled MLP's logits without a loss, compiled with
