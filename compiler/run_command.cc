@@ -1,5 +1,7 @@
 #include "compiler/run_command.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -8,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <tuple>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/flags/flag.h"
@@ -227,8 +230,16 @@ std::string DescribeFirstNonFinite(const FirstNonFinite& first) {
 // When an output holds inf or NaN: with --find-nonfinite, where they first appear (a rerun of
 // the model at `path`, read again: no copy is held for a run that may not need one); without
 // it, a note that says how to find out.
+// What identifies the file at `path` now: device, inode, size and modification time.
+std::tuple<dev_t, ino_t, off_t, int64_t, int64_t> FileStamp(const std::string& path) {
+  struct stat st {};
+  ::stat(path.c_str(), &st);
+  return {st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec};
+}
+
 absl::Status ExplainNonFiniteOutputs(const Session& session, const std::vector<Tensor>& outputs,
-                                     const std::vector<Tensor>& inputs, const std::string& path) {
+                                     const std::vector<Tensor>& inputs, const std::string& path,
+                                     const decltype(FileStamp(""))& loaded) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     AMPC_ASSIGN_OR_RETURN(NonFiniteCount count, CountNonFinite(outputs[i]));
     if (count.total() == 0) continue;
@@ -248,6 +259,10 @@ absl::Status ExplainNonFiniteOutputs(const Session& session, const std::vector<T
                                      "into inf or NaN, so it did not rerun"));
         return absl::OkStatus();
       }
+    }
+    if (FileStamp(path) != loaded) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, ": --find-nonfinite: the model file changed during the run; run again"));
     }
     AMPC_ASSIGN_OR_RETURN(LoadedModel model, LoadModel(path));
     absl::StatusOr<FirstNonFinite> first =
@@ -281,6 +296,7 @@ absl::Status RunModelCommand(const std::vector<std::string>& args,
   if (!chosen.ok()) return chosen.status();
   std::unique_ptr<Backend> backend_owner = *std::move(chosen);
   const std::string& path = args[1];
+  const auto stamp = FileStamp(path);  // before the read: a later change is seen
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
   AMPC_RETURN_IF_ERROR(CheckVersions(loaded.model, path));
   NoteInputs(path, loaded);
@@ -323,7 +339,7 @@ absl::Status RunModelCommand(const std::vector<std::string>& args,
       std::cout << Summary(EscapeForDiagnostic((*session)->outputs()[i].name), host) << "\n";
     }
   }
-  return ExplainNonFiniteOutputs(**session, *outputs, inputs, path);
+  return ExplainNonFiniteOutputs(**session, *outputs, inputs, path, stamp);
 }
 
 }  // namespace ampc

@@ -18,6 +18,22 @@ bool IsFloatType(int elem_type) {
          elem_type == onnx::TensorProto::BFLOAT16 || elem_type == onnx::TensorProto::DOUBLE;
 }
 
+// Clears value_info and output shapes in `graph` and its subgraphs (output element types stay:
+// the session checks those).
+void ForgetDeclarations(onnx::GraphProto& graph) {
+  graph.clear_value_info();
+  for (onnx::ValueInfoProto& output : *graph.mutable_output()) {
+    if (output.type().has_tensor_type())
+      output.mutable_type()->mutable_tensor_type()->clear_shape();
+  }
+  for (onnx::NodeProto& node : *graph.mutable_node()) {
+    for (onnx::AttributeProto& attribute : *node.mutable_attribute()) {
+      if (attribute.has_g()) ForgetDeclarations(*attribute.mutable_g());
+      for (onnx::GraphProto& sub : *attribute.mutable_graphs()) ForgetDeclarations(sub);
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<NonFiniteCount> CountNonFinite(const Tensor& tensor) {
@@ -90,7 +106,7 @@ absl::StatusOr<FirstNonFinite> FindFirstNonFinite(onnx::ModelProto model,
                                                   Backend& backend) {
   RegisterAmpcSchemas();
   // Types from the nodes alone: a stale or contradicting declaration must not hide a value.
-  model.mutable_graph()->clear_value_info();
+  ForgetDeclarations(*model.mutable_graph());
   AMPC_RETURN_IF_ERROR(CatchOnnx("ONNX's type inference, which keeping every value needs", [&] {
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance());
   }));

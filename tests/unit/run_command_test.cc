@@ -212,6 +212,13 @@ TEST_F(RunCommandTest, FindNonFiniteNamesTheNodeThatOverflowsAndTheFlagThatHelps
     if (value.name() == "h")
       value.mutable_type()->mutable_tensor_type()->mutable_shape()->clear_dim();
   }
+  auto* dims = compiled->model.mutable_graph()
+                   ->mutable_output(0)
+                   ->mutable_type()
+                   ->mutable_tensor_type()
+                   ->mutable_shape()
+                   ->mutable_dim();
+  dims->Mutable(0)->set_dim_value(3);  // y is [2, 2]; declared [3, 2]
   const std::string stale = Write("stale.onnx", compiled->model.SerializeAsString());
   r = Ampc({"run", stale, "--input", "x=" + x, "--find-nonfinite"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
