@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <climits>
 #include <filesystem>
@@ -275,19 +276,34 @@ bool FileContains(const std::string& path, const std::string& needle) {
 // once, so the data never goes to the file the model now at `path` reads: `<name>.data` and
 // `<name>.alt.data` take turns. Whenever a save is killed, the model in place is complete and so
 // is the data it reads; the data file it no longer reads is removed last.
+// The external data file names a save to `target` takes turns between; the third only when the
+// input reads one of the first two.
+std::array<std::string, 3> DataNames(const fs::path& target) {
+  const std::string name = target.filename().string();
+  return {name + ".data", name + ".alt.data", name + ".alt2.data"};
+}
+
+// Removes the data files of DataNames(target) but `in_use` ("" for none) that the input does not
+// keep: what earlier saves left and the model now in place does not read.
+void RemoveUnusedDataFiles(const fs::path& target, const std::string& in_use,
+                           const SaveOptions& options) {
+  for (const std::string& previous : DataNames(target)) {
+    const fs::path old_data = target.parent_path() / previous;
+    if (previous == in_use || Kept(old_data.string(), options)) continue;
+    ::unlink(old_data.c_str());
+    RemoveStaleTempFiles(old_data.string());
+  }
+}
+
 absl::Status SaveWithExternalData(onnx::ModelProto model, const std::string& path,
                                   const SaveOptions& options) {
   const fs::path target(path);
   const std::string name = target.filename().string();
-  // The third name is taken only when the input reads one of the first two.
-  const std::string names[] = {name + ".data", name + ".alt.data", name + ".alt2.data"};
-  auto kept = [&](const std::string& data) {
-    return Kept((target.parent_path() / data).string(), options);
-  };
-  const std::string* chosen = std::find_if(std::begin(names), std::end(names), [&](auto& data) {
-    return !FileContains(path, data) && !kept(data);
+  const std::array<std::string, 3> names = DataNames(target);
+  const auto chosen = std::find_if(names.begin(), names.end(), [&](const std::string& data) {
+    return !FileContains(path, data) && !Kept((target.parent_path() / data).string(), options);
   });
-  if (chosen == std::end(names)) {
+  if (chosen == names.end()) {
     return absl::UnavailableError(absl::StrCat(path, ": cannot write external data: ", name,
                                                ".data, .alt.data and .alt2.data are all read, by "
                                                "the model in place or by the input"));
@@ -301,12 +317,7 @@ absl::Status SaveWithExternalData(onnx::ModelProto model, const std::string& pat
   if (absl::Status s = model_file.Commit(); !s.ok()) return s;
   SyncDirectory(path);
   FaultPoint("before-cleanup");
-  for (const std::string& previous : names) {
-    if (previous == data_name || kept(previous)) continue;  // the input's are not ours to remove
-    const fs::path old_data = target.parent_path() / previous;
-    ::unlink(old_data.c_str());
-    RemoveStaleTempFiles(old_data.string());
-  }
+  RemoveUnusedDataFiles(target, data_name, options);
   RemoveStaleTempFiles((target.parent_path() / data_name).string());
   return absl::OkStatus();
 }
@@ -326,6 +337,7 @@ absl::Status SaveModel(const onnx::ModelProto& model, const std::string& path,
     TempFile file(path);
     status = WriteProto(model, path, file);
     if (status.ok()) status = file.Commit();
+    if (status.ok()) RemoveUnusedDataFiles(fs::path(path), "", options);  // an earlier save's
   }
   if (!status.ok()) return status;
   SyncDirectory(path);

@@ -508,6 +508,23 @@ TEST_F(ModelIoTest, SavesNextToTheInputsDataFileTakeTurnsAroundIt) {
   }
 }
 
+// An inline save over a model with external data removes the data it no longer reads, unless
+// the input reads it.
+TEST_F(ModelIoTest, AnInlineSaveRemovesTheDataFileItReplaced) {
+  onnx::ModelProto model = MakeModel();
+  ASSERT_TRUE(SaveModel(model, Path("out.onnx"), {.external_data = External::kAlways}).ok());
+  ASSERT_TRUE(SaveModel(model, Path("out.onnx"), {.external_data = External::kNever}).ok());
+  EXPECT_EQ(Files(), (std::vector<std::string>{"out.onnx"}));
+  ASSERT_TRUE(SaveModel(model, Path("out.onnx"), {.external_data = External::kAlways}).ok());
+  ASSERT_TRUE(SaveModel(model, Path("out.onnx"),
+                        {.external_data = External::kNever, .keep = {Path("out.onnx.data")}})
+                  .ok());
+  EXPECT_EQ(Files(), (std::vector<std::string>{"out.onnx", "out.onnx.data"}));
+  absl::StatusOr<LoadedModel> loaded = LoadModel(Path("out.onnx"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(ProtoEqual(loaded->model, model));
+}
+
 TEST_F(ModelIoTest, FailedSaveLeavesThePreviousOutputIntact) {
   ASSERT_TRUE(SaveModel(MakeModel(), Path("out.onnx"), {.external_data = External::kNever}).ok());
   const std::string before = ReadFile(Path("out.onnx"));
