@@ -3,7 +3,6 @@
 #include <onnx/common/version.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,11 +15,11 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "compiler/autocast_flags.h"
 #include "compiler/cli_args.h"
 #include "compiler/diagnostics.h"
@@ -253,17 +252,11 @@ void LeakUntilExit(absl::StatusOr<LoadedModel>& loaded,
   if (plan.ok()) kept_plan = new std::shared_ptr<PrecisionPlan>(*std::move(plan));
 }
 
-// The --report file's temporary file, created before anything is saved: a report that cannot be
-// written fails the run with nothing written. Without --report, `file` stays empty.
 std::string ReportPath() { return absl::GetFlag(FLAGS_report); }
 
-// A usage error naming `flag` when `path` is an input of this run (NoteInputFile).
-absl::Status CheckNotAnInput(const std::string& flag, const std::string& path) {
-  if (path.empty()) return absl::OkStatus();
-  absl::Status s = CheckNotInput(path);
-  return s.ok() ? s : UsageError(absl::StrCat(flag, " ", s.message()));
-}
-
+// The --report file's temporary file, created before anything is saved: a report that cannot be
+// written fails the run with nothing written. It may not be any of `models` (the files the run
+// reads or writes). Without --report, `file` stays empty.
 absl::Status StageReport(const std::vector<std::string>& models, std::optional<TempFile>& file) {
   const std::string path = ReportPath();
   if (path.empty()) return absl::OkStatus();
@@ -306,7 +299,7 @@ absl::Status Explain(const std::vector<std::string>& args) {
   absl::StatusOr<std::shared_ptr<PrecisionPlan>> plan =
       CompileModel(args[1], loaded->model, *pipeline, summary);
   if (!plan.ok()) return plan.status();
-  if (absl::Status s = CheckNotAnInput("--report", ReportPath()); !s.ok()) return s;
+  if (absl::Status s = CheckNotInput(ReportPath(), "--report"); !s.ok()) return s;
   std::cout << ExplainTable(summary) << std::flush;
   std::cerr << SummaryLine(summary) << "\n";
   absl::Status status = StdoutWritten();  // a table that did not arrive fails the run
@@ -333,13 +326,9 @@ absl::Status Compile(const std::string& input) {
   absl::StatusOr<std::vector<std::unique_ptr<Pass>>> pipeline = BuildPipeline();
   if (!pipeline.ok()) return pipeline.status();
   std::optional<TempFile> report;
-  std::vector<std::string> written = {input};  // and whatever the save may write
-  if (!output.empty()) {
-    for (const char* suffix : {"", ".data", ".alt.data", ".alt2.data"}) {
-      written.push_back(output + suffix);
-    }
-  }
-  if (absl::Status s = StageReport(written, report); !s.ok()) return s;
+  std::vector<std::string> files = {input};
+  if (!output.empty()) files = FilesASaveMayWrite(output, {input});
+  if (absl::Status s = StageReport(files, report); !s.ok()) return s;
   StepTimer timer;
   absl::StatusOr<LoadedModel> loaded = LoadModel(input);
   if (!loaded.ok()) return loaded.status();
@@ -351,7 +340,7 @@ absl::Status Compile(const std::string& input) {
   if (!plan.ok()) return plan.status();
   // After CompileModel, which reads --policy and --train-config: every input is known.
   for (const auto& [flag, path] : {std::pair{"-o", output}, {"--report", ReportPath()}}) {
-    if (absl::Status s = CheckNotAnInput(flag, path); !s.ok()) return s;
+    if (absl::Status s = CheckNotInput(path, flag); !s.ok()) return s;
   }
   summary.output = output;
   if (!output.empty()) {
@@ -408,6 +397,8 @@ const std::vector<std::string>& FlagsOf(const std::string& command) {
   return it == kFlags->end() ? kFlags->at("") : it->second;
 }
 
+bool IsCommand(const std::string& word) { return &FlagsOf(word) != &FlagsOf(""); }
+
 absl::Status CheckFlagsApply(const CommandLine& line) {
   const std::string command = line.positionals.empty() ? "" : line.positionals[0];
   const std::vector<std::string>& accepted = FlagsOf(command);
@@ -415,9 +406,9 @@ absl::Status CheckFlagsApply(const CommandLine& line) {
     if (std::find(accepted.begin(), accepted.end(), flag) != accepted.end()) continue;
     std::string spelled = flag == "output" ? "-o" : "--" + flag;
     std::replace(spelled.begin(), spelled.end(), '_', '-');
-    return UsageError(absl::StrCat(
-        spelled, " does not apply to ",
-        FlagsOf(command) == FlagsOf("") ? "compiling" : "ampc " + command, " (see ampc --help)"));
+    return UsageError(absl::StrCat(spelled, " does not apply to ",
+                                   IsCommand(command) ? "ampc " + command : "compiling",
+                                   " (see ampc --help)"));
   }
   return absl::OkStatus();
 }
@@ -426,7 +417,7 @@ absl::Status Dispatch(const CommandLine& line) {
   const std::vector<std::string>& args = line.positionals;
   if (args.empty()) return UsageError("no input model (see ampc --help)");
   // A word that names no file is a mistyped command rather than a missing model.
-  if (FlagsOf(args[0]) == FlagsOf("") && args[0].find_first_of("./") == std::string::npos &&
+  if (!IsCommand(args[0]) && args[0].find_first_of("./") == std::string::npos &&
       !std::filesystem::exists(args[0])) {
     return UsageError(
         absl::StrCat("'", args[0],
@@ -452,9 +443,7 @@ absl::Status Dispatch(const CommandLine& line) {
 std::string ModelArgument(const CommandLine& line) {
   const std::vector<std::string>& args = line.positionals;
   if (args.empty()) return "";
-  for (const char* command : {"print", "explain", "train", "extract-step", "run"}) {
-    if (args[0] == command) return args.size() > 1 ? args[1] : "";
-  }
+  if (IsCommand(args[0])) return args.size() > 1 ? args[1] : "";
   return args[0];
 }
 

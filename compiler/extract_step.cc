@@ -176,9 +176,7 @@ absl::Status ExtractStepCommand(const std::vector<std::string>& args) {
     return absl::InvalidArgumentError(absl::StrCat(input, ": ", s.message()));
   }
   NoteInputs(input, loaded);
-  if (absl::Status s = CheckNotInput(output); !s.ok()) {
-    return UsageError(absl::StrCat("-o ", s.message()));
-  }
+  AMPC_RETURN_IF_ERROR(CheckNotInput(output, "-o"));
   absl::StatusOr<onnx::ModelProto> step =
       ExtractTrainingStep(loaded.model, absl::GetFlag(FLAGS_with_state));
   if (!step.ok()) {

@@ -85,14 +85,13 @@ void NoteInputFile(const std::string& path) {
   if (::stat(path.c_str(), &st) == 0) InputFiles().emplace_back(st.st_dev, st.st_ino);
 }
 
-absl::Status CheckNotInput(const std::string& path) {
+absl::Status CheckNotInput(const std::string& path, absl::string_view flag) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return absl::OkStatus();
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) return absl::OkStatus();
   for (const auto& [dev, ino] : InputFiles()) {
     if (dev == st.st_dev && ino == st.st_ino) {
-      return UsageError(absl::StrCat(path,
-                                     " is an input of this run; ampc never overwrites its "
-                                     "input"));
+      return UsageError(absl::StrCat(flag, flag.empty() ? "" : " ", path,
+                                     " is an input of this run; ampc never overwrites its input"));
     }
   }
   return absl::OkStatus();

@@ -36,8 +36,9 @@ int ReadAt(int fd, char* buffer, uint64_t size, uint64_t offset);
 // CheckWritable, and so every save, refuses to replace it.
 void NoteInputFile(const std::string& path);
 
-// A usage error when `path` is a file NoteInputFile recorded (the same file, by inode).
-absl::Status CheckNotInput(const std::string& path);
+// A usage error when `path` is a file NoteInputFile recorded (the same file, by inode); the
+// message starts with `flag` ("-o", "--metrics") when given. An empty path is no file.
+absl::Status CheckNotInput(const std::string& path, absl::string_view flag = "");
 
 // Unavailable, naming `path`, when a file cannot be written there by renaming a new one into
 // place: `path` is a directory, device, FIFO or socket, or its directory does not exist; the

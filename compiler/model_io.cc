@@ -272,10 +272,6 @@ bool FileContains(const std::string& path, const std::string& needle) {
   }
 }
 
-// Takes a copy: externalizing rewrites the tensors. Two files cannot be renamed into place at
-// once, so the data never goes to the file the model now at `path` reads: `<name>.data` and
-// `<name>.alt.data` take turns. Whenever a save is killed, the model in place is complete and so
-// is the data it reads; the data file it no longer reads is removed last.
 // The external data file names a save to `target` takes turns between; the third only when the
 // input reads one of the first two.
 std::array<std::string, 3> DataNames(const fs::path& target) {
@@ -295,6 +291,10 @@ void RemoveUnusedDataFiles(const fs::path& target, const std::string& in_use,
   }
 }
 
+// Takes a copy: externalizing rewrites the tensors. Two files cannot be renamed into place at
+// once, so the data never goes to a file the model now at `path` reads. Whenever a save is
+// killed, the model in place is complete and so is the data it reads; the data files it no
+// longer reads are removed last.
 absl::Status SaveWithExternalData(onnx::ModelProto model, const std::string& path,
                                   const SaveOptions& options) {
   const fs::path target(path);
@@ -343,6 +343,15 @@ absl::Status SaveModel(const onnx::ModelProto& model, const std::string& path,
   SyncDirectory(path);
   RemoveStaleTempFiles(path);
   return absl::OkStatus();
+}
+
+std::vector<std::string> FilesASaveMayWrite(const std::string& path,
+                                            std::vector<std::string> also) {
+  also.push_back(path);
+  for (const std::string& data : DataNames(fs::path(path))) {
+    also.push_back((fs::path(path).parent_path() / data).string());
+  }
+  return also;
 }
 
 void NoteInputs(const std::string& path, const LoadedModel& loaded) {

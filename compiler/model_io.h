@@ -49,6 +49,10 @@ struct SaveOptions {
 absl::Status SaveModel(const onnx::ModelProto& model, const std::string& path,
                        const SaveOptions& options = {});
 
+// `also`, then `path` and the external data files a save to `path` may write.
+std::vector<std::string> FilesASaveMayWrite(const std::string& path,
+                                            std::vector<std::string> also = {});
+
 // Records the model file at `path` and its external data files as inputs of this run
 // (NoteInputFile): no save may replace them.
 void NoteInputs(const std::string& path, const LoadedModel& loaded);

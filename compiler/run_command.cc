@@ -227,19 +227,20 @@ std::string DescribeFirstNonFinite(const FirstNonFinite& first) {
   return note;
 }
 
-// When an output holds inf or NaN: with --find-nonfinite, where they first appear (a rerun of
-// the model at `path`, read again: no copy is held for a run that may not need one); without
-// it, a note that says how to find out.
 // What identifies the file at `path` now: device, inode, size and modification time.
-std::tuple<dev_t, ino_t, off_t, int64_t, int64_t> FileStamp(const std::string& path) {
+using Stamp = std::tuple<dev_t, ino_t, off_t, int64_t, int64_t>;
+Stamp FileStamp(const std::string& path) {
   struct stat st {};
   ::stat(path.c_str(), &st);
   return {st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec};
 }
 
+// When an output holds inf or NaN: with --find-nonfinite, where they first appear (a rerun of
+// the model at `path`, read again: no copy is held for a run that may not need one); without
+// it, a note that says how to find out.
 absl::Status ExplainNonFiniteOutputs(const Session& session, const std::vector<Tensor>& outputs,
                                      const std::vector<Tensor>& inputs, const std::string& path,
-                                     const decltype(FileStamp(""))& loaded) {
+                                     const Stamp& loaded) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     AMPC_ASSIGN_OR_RETURN(NonFiniteCount count, CountNonFinite(outputs[i]));
     if (count.total() == 0) continue;

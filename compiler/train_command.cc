@@ -432,9 +432,7 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
   }
   for (const auto& [flag, file] :
        {std::pair{"--save", save}, {"--metrics", absl::GetFlag(FLAGS_metrics)}}) {
-    if (absl::Status s = CheckNotInput(file); !s.ok() && !file.empty()) {
-      return UsageError(absl::StrCat(flag, " ", s.message()));
-    }
+    AMPC_RETURN_IF_ERROR(CheckNotInput(file, flag));
   }
   absl::StatusOr<RunSettings> settings = ReadRunSettings(loaded.model);
   if (!settings.ok()) {
