@@ -81,7 +81,14 @@ absl::Status CudaBackend::CopyFromHost(const void* host, Tensor& tensor) {
   Staging& slot = staging_[next_staging_];
   next_staging_ = (next_staging_ + 1) % staging_.size();
   if (slot.copied != nullptr) {
-    if (cudaEventQuery(slot.copied) == cudaErrorNotReady) ++synchronisations_;  // a real wait
+    // cudaErrorNotReady is also left as the thread's last error: cleared, or the next kernel
+    // launch would report it.
+    if (const cudaError_t done = cudaEventQuery(slot.copied); done == cudaErrorNotReady) {
+      ++synchronisations_;  // a real wait
+      cudaGetLastError();
+    } else if (done != cudaSuccess) {
+      return Check(done, "an earlier copy to the GPU");
+    }
     AMPC_RETURN_IF_ERROR(Check(cudaEventSynchronize(slot.copied), "an earlier copy to the GPU"));
   } else {
     AMPC_RETURN_IF_ERROR(Check(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming),

@@ -95,6 +95,38 @@ inline bool PlanBroadcast(const std::vector<int64_t>& out,
   return PlanStrided(out, strides, plan);
 }
 
+// A one-input plan that copies a tensor of logical dims (N, C, spatial...) between the NCHW
+// layout (channels before the spatial dims) and NHWC (channels last): the output walks the target
+// layout's memory order and reads the source layout's offsets. False as PlanStrided, or when
+// `dims` has fewer than 2 dims.
+inline bool PlanLayoutSwap(const std::vector<int64_t>& dims, bool from_nchw, IndexPlan* plan) {
+  const int rank = static_cast<int>(dims.size());
+  if (rank < 2) return false;
+  std::vector<int64_t> nchw(rank), nhwc(rank);  // each logical dim's stride in either layout
+  int64_t stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    nchw[d] = stride;
+    stride *= dims[d];
+  }
+  nhwc[1] = 1;
+  stride = dims[1];
+  for (int d = rank - 1; d >= 2; --d) {
+    nhwc[d] = stride;
+    stride *= dims[d];
+  }
+  nhwc[0] = stride;
+  std::vector<int> order = {0};  // the logical dims in the target's memory order
+  if (!from_nchw) order.push_back(1);
+  for (int d = 2; d < rank; ++d) order.push_back(d);
+  if (from_nchw) order.push_back(1);
+  std::vector<int64_t> out_dims, strides;
+  for (int d : order) {
+    out_dims.push_back(dims[d]);
+    strides.push_back(from_nchw ? nchw[d] : nhwc[d]);
+  }
+  return PlanStrided(out_dims, {strides}, plan);
+}
+
 // One past the largest element offset input k reads (0 for an empty output).
 inline int64_t InputExtent(const IndexPlan& plan, int k) {
   if (plan.count == 0) return 0;

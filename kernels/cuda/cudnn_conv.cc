@@ -15,7 +15,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/cuda/broadcast_plan.h"
 #include "kernels/cuda/cuda_libraries.h"
+#include "kernels/cuda/elementwise.h"
 #include "runtime/status_macros.h"
 
 namespace ampc::cuda {
@@ -218,11 +220,11 @@ absl::StatusOr<Choice> Rank(Descriptors& d, bool strict_fp32, int max_count, Get
                             WorkspaceOf workspace_of, const bool& timed) {
   std::vector<Perf> perf(static_cast<size_t>(std::max(max_count, 1)));
   int returned = 0;
-  AMPC_RETURN_IF_ERROR(
-      Check(get(static_cast<int>(perf.size()), &returned, perf.data()),
-            "cudnnFindConvolution*Algorithm and cudnnGetConvolution*Algorithm_v7"));
+  const cudnnStatus_t found = get(static_cast<int>(perf.size()), &returned, perf.data());
   // An allocation cudnnFind* failed must not surface as the next kernel launch's error.
   cudaGetLastError();
+  AMPC_RETURN_IF_ERROR(
+      Check(found, "cudnnFindConvolution*Algorithm and cudnnGetConvolution*Algorithm_v7"));
   for (const bool deterministic : {true, false}) {
     for (int i = 0; i < returned; ++i) {
       if (!Acceptable(perf[i], strict_fp32, deterministic)) continue;
@@ -303,34 +305,21 @@ absl::StatusOr<Choice> Choose(cudnnHandle_t h, Direction direction, Descriptors&
   return absl::InternalError("unknown convolution direction");
 }
 
-// One tensor's descriptor, destroyed with this object.
-class TensorDescriptor {
- public:
-  TensorDescriptor() = default;
-  TensorDescriptor(const TensorDescriptor&) = delete;
-  TensorDescriptor& operator=(const TensorDescriptor&) = delete;
-  ~TensorDescriptor() {
-    if (desc != nullptr) cudnnDestroyTensorDescriptor(desc);
-  }
-  absl::Status Set(ElemType type, int rank, const std::array<int, 5>& dims, Layout layout) {
-    AMPC_RETURN_IF_ERROR(Check(cudnnCreateTensorDescriptor(&desc), "cudnnCreateTensorDescriptor"));
-    return Check(
-        cudnnSetTensorNdDescriptorEx(desc, FormatOf(layout), DataType(type), rank, dims.data()),
-        "cudnnSetTensorNdDescriptorEx (layout)");
-  }
-  cudnnTensorDescriptor_t desc = nullptr;
-};
-
-// Copies a tensor of `dims` (a filter's as K, C, spatial...) from layout `from` to the other.
-absl::Status Transpose(cudnnHandle_t h, const CudnnConvShape& s, const std::array<int, 5>& dims,
+// Copies a tensor of `dims` (a filter's as K, C, spatial...) from layout `from` to the other, on
+// `stream`: an exact copy for every element type (cudnnTransformTensor's NHWC support varies by
+// type and shape).
+absl::Status Transpose(cudaStream_t stream, const CudnnConvShape& s, const std::array<int, 5>& dims,
                        Layout from, const void* source, void* target) {
-  const Layout to = from == Layout::kNchw ? Layout::kNhwc : Layout::kNchw;
-  TensorDescriptor a, b;
-  AMPC_RETURN_IF_ERROR(a.Set(s.type, s.spatial + 2, dims, from));
-  AMPC_RETURN_IF_ERROR(b.Set(s.type, s.spatial + 2, dims, to));
-  const float one = 1, zero = 0;
-  return Check(cudnnTransformTensor(h, &one, a.desc, source, &zero, b.desc, target),
-               "cudnnTransformTensor");
+  IndexPlan plan;
+  if (!PlanLayoutSwap(std::vector<int64_t>(dims.begin(), dims.begin() + s.spatial + 2),
+                      from == Layout::kNchw, &plan)) {
+    return absl::InternalError("no plan for a layout change");
+  }
+  if (const cudaError_t e = StridedCopy(ElemSize(s.type), source, target, plan, stream);
+      e != cudaSuccess) {
+    return absl::InternalError(absl::StrCat("a layout change: ", cudaGetErrorString(e)));
+  }
+  return absl::OkStatus();
 }
 
 size_t BytesOf(const CudnnConvShape& s, const std::array<int, 5>& dims) {
@@ -348,7 +337,7 @@ struct Operand {
 // Runs `conv` (in0, in1, out) in the chosen layout; in NHWC on copies in scratch: the inputs
 // transposed in, the output transposed back.
 template <typename Conv>
-absl::Status InLayout(CudaBackend& backend, cudnnHandle_t h, Layout layout, const CudnnConvShape& s,
+absl::Status InLayout(CudaBackend& backend, Layout layout, const CudnnConvShape& s,
                       std::array<Operand, 2> in, void* out, const std::array<int, 5>& out_dims,
                       Conv conv) {
   if (layout == Layout::kNchw) return conv(in[0].data, in[1].data, out);
@@ -356,24 +345,27 @@ absl::Status InLayout(CudaBackend& backend, cudnnHandle_t h, Layout layout, cons
   AMPC_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> scratch,
                         backend.Allocate(a + b + BytesOf(s, out_dims)));
   char* base = static_cast<char*>(scratch->data());
-  AMPC_RETURN_IF_ERROR(Transpose(h, s, *in[0].dims, Layout::kNchw, in[0].data, base));
-  AMPC_RETURN_IF_ERROR(Transpose(h, s, *in[1].dims, Layout::kNchw, in[1].data, base + a));
+  AMPC_RETURN_IF_ERROR(
+      Transpose(backend.stream(), s, *in[0].dims, Layout::kNchw, in[0].data, base));
+  AMPC_RETURN_IF_ERROR(
+      Transpose(backend.stream(), s, *in[1].dims, Layout::kNchw, in[1].data, base + a));
   AMPC_RETURN_IF_ERROR(conv(base, base + a, base + a + b));
   // The scratch goes back to the backend's cache on return: the stream orders its next user.
-  return Transpose(h, s, out_dims, Layout::kNhwc, base + a + b, out);
+  return Transpose(backend.stream(), s, out_dims, Layout::kNhwc, base + a + b, out);
 }
 
 // The time on the GPU of the three transposes an NHWC call adds (every direction transposes X,
 // W and Y once, in one direction or the other), on scratch whose contents do not matter: the
 // least of three timed rounds after an untimed one (which loads the kernels). An error where
-// cuDNN cannot transpose these tensors.
-absl::StatusOr<float> TransposeMs(CudaBackend& backend, cudnnHandle_t h, const CudnnConvShape& s) {
+// An error when a layout change fails.
+absl::StatusOr<float> TransposeMs(CudaBackend& backend, const CudnnConvShape& s) {
   const size_t bytes = std::max({BytesOf(s, s.x), BytesOf(s, s.w), BytesOf(s, s.y)});
   AMPC_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> from, backend.Allocate(bytes));
   AMPC_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> to, backend.Allocate(bytes));
   auto round = [&]() -> absl::Status {
     for (const std::array<int, 5>* dims : {&s.x, &s.w, &s.y}) {
-      AMPC_RETURN_IF_ERROR(Transpose(h, s, *dims, Layout::kNchw, from->data(), to->data()));
+      AMPC_RETURN_IF_ERROR(
+          Transpose(backend.stream(), s, *dims, Layout::kNchw, from->data(), to->data()));
     }
     return absl::OkStatus();
   };
@@ -424,15 +416,15 @@ absl::StatusOr<Choice> ChooseWithLayout(CudaBackend& backend, cudnnHandle_t h, D
       return absl::Status(in_nhwc.status().code(),
                           absl::StrCat("AMPC_CUDNN_LAYOUT=nhwc: ", in_nhwc.status().message()));
     }
-    AMPC_RETURN_IF_ERROR(TransposeMs(backend, h, shape).status());
+    AMPC_RETURN_IF_ERROR(TransposeMs(backend, shape).status());
     return in_nhwc;
   }
   absl::StatusOr<Choice> in_nchw = Choose(h, direction, nchw, strict_fp32);
   if (!in_nhwc.ok() || !in_nchw.ok() || in_nhwc->ms < 0 || in_nchw->ms < 0) {
     return in_nchw.ok() ? in_nchw : in_nhwc;
   }
-  absl::StatusOr<float> transposes = TransposeMs(backend, h, shape);
-  if (!transposes.ok()) return in_nchw;  // cuDNN cannot transpose these: NCHW
+  absl::StatusOr<float> transposes = TransposeMs(backend, shape);
+  if (!transposes.ok()) return in_nchw;  // the layout changes cannot be timed: NCHW
   return in_nhwc->ms + *transposes < in_nchw->ms ? in_nhwc : in_nchw;
 }
 
@@ -547,7 +539,7 @@ absl::Status Convolve(CudaBackend& backend, Direction direction, const CudnnConv
     const float one = 1, zero = 0;
     return Check(call(p, &one, a, b, &zero, y), what);
   };
-  return InLayout(backend, p.state->handle, p.choice.layout, shape, in, out, out_dims, conv);
+  return InLayout(backend, p.choice.layout, shape, in, out, out_dims, conv);
 }
 
 }  // namespace

@@ -194,6 +194,46 @@ TEST(CudaBroadcastPlanTest, PermutedStridesEqualNaiveTransposeIndexing) {
   }
 }
 
+// Applies a one-input plan on the host: out[i] = in[offset of i].
+std::vector<int64_t> CopyByPlan(const IndexPlan& plan, const std::vector<int64_t>& in) {
+  std::vector<int64_t> out(static_cast<size_t>(plan.count));
+  for (int64_t i = 0; i < plan.count; ++i) {
+    int64_t o[1];
+    PlanOffsets<1>(plan, i, o);
+    out[i] = in[o[0]];
+  }
+  return out;
+}
+
+TEST(CudaBroadcastPlanTest, LayoutSwapsEqualNaiveNhwcIndexingAndRoundTrip) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int spatial = std::uniform_int_distribution<int>(1, 3)(rng);
+    Dims dims(spatial + 2);
+    for (int64_t& d : dims) d = std::uniform_int_distribution<int>(1, 5)(rng);
+    const int64_t n = dims[0], c = dims[1], count = ElementCount(dims), space = count / (n * c);
+    std::vector<int64_t> nchw(count);
+    std::iota(nchw.begin(), nchw.end(), 0);
+    // NHWC by hand: element (b, ch, s) of NCHW, s the flattened spatial index, goes to
+    // (b * space + s) * c + ch.
+    std::vector<int64_t> nhwc(count);
+    for (int64_t b = 0; b < n; ++b) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        for (int64_t sp = 0; sp < space; ++sp) {
+          nhwc[(b * space + sp) * c + ch] = nchw[(b * c + ch) * space + sp];
+        }
+      }
+    }
+    IndexPlan to_nhwc, to_nchw;
+    ASSERT_TRUE(PlanLayoutSwap(dims, /*from_nchw=*/true, &to_nhwc));
+    ASSERT_TRUE(PlanLayoutSwap(dims, /*from_nchw=*/false, &to_nchw));
+    EXPECT_EQ(CopyByPlan(to_nhwc, nchw), nhwc) << ShapeString(dims);
+    EXPECT_EQ(CopyByPlan(to_nchw, nhwc), nchw) << ShapeString(dims);
+  }
+  IndexPlan plan;
+  EXPECT_FALSE(PlanLayoutSwap({4}, true, &plan));
+}
+
 TEST(CudaBroadcastPlanTest, MoreThanEightDimsOnlyWhenTheyMerge) {
   IndexPlan plan;
   // Ten dims, contiguous: one dim after merging.
