@@ -148,7 +148,7 @@ absl::StatusOr<LrSchedule> Schedule(const onnx::ModelProto& model, float base) {
         absl::StrCat("metadata ampc.lr_schedule = '", *text, "' is not JSON"));
   }
   absl::StatusOr<LrSchedule> schedule = LrScheduleFromJson(json, "metadata ampc.lr_schedule");
-  if (schedule.ok() && schedule->min_lr > base) {
+  if (schedule.ok() && static_cast<float>(schedule->min_lr) > base) {  // as the step computes
     return UsageError(absl::StrCat("--lr ", base, " is below the schedule's min_lr ",
                                    schedule->min_lr, " (metadata ampc.lr_schedule)"));
   }
@@ -407,6 +407,18 @@ absl::StatusOr<std::string> CheckFlags(const std::vector<std::string>& args) {
   return resume ? save : args[1];
 }
 
+// A Dropout node of the training step with a training_mode input (constant or not).
+bool HasTrainingModeDropout(const onnx::ModelProto& model) {
+  if (model.training_info_size() == 0) return false;
+  for (const onnx::NodeProto& node : model.training_info(0).algorithm().node()) {
+    if (node.op_type() == "Dropout" && node.domain().empty() && node.input_size() > 2 &&
+        !node.input(2).empty()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 absl::Status TrainCommand(const std::vector<std::string>& args) {
@@ -424,6 +436,12 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
   const bool resumed = !save.empty() && SameFile(path, save);
   std::vector<std::string> input_data;
   if (resumed) {
+    if (HasTrainingModeDropout(loaded.model)) {
+      PrintDiagnostic(absl::StrCat(
+          "note: ", path,
+          ": a Dropout has a training_mode input; in training mode its generator is not in "
+          "the checkpoint, and the resumed run draws other masks than an uninterrupted one"));
+    }
     NoteInputFile(args[1]);
     for (const std::string& data : loaded.data_files) NoteInputFile(data);
   } else {

@@ -55,6 +55,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr Range kPositive = {0, kInf, true, false};
 constexpr Range kNonNegative = {0, kInf, false, false};
 constexpr Range kFraction = {0, 1, false, true};  // [0, 1)
+// A loss scale: a normal float (1/scale must be finite for unscaling).
+constexpr Range kScale = {std::numeric_limits<float>::min(), kInf, false, false};
 
 absl::Status ReadFloat(const Json& value, const std::string& where, const Range& range,
                        float& out) {
@@ -220,7 +222,7 @@ absl::Status ReadScaler(const Json& json, const std::string& where, TrainingOpti
   for (const auto& [key, value] : json.items()) {
     const std::string at = where + "." + key;
     absl::Status s = absl::OkStatus();
-    if (key == "init_scale") s = ReadFloat(value, at, kPositive, options.init_scale);
+    if (key == "init_scale") s = ReadFloat(value, at, kScale, options.init_scale);
     if (key == "growth_factor") {
       s = ReadFloat(value, at, {1, kInf, true, false}, options.growth_factor);
     }
@@ -252,7 +254,7 @@ absl::Status ReadScaler(const Json& json, const std::string& where, TrainingOpti
 absl::Status ReadSchedule(const Json& json, const std::string& where, TrainingOptions& options) {
   absl::StatusOr<LrSchedule> schedule = LrScheduleFromJson(json, where);
   if (!schedule.ok()) return schedule.status();
-  if (schedule->min_lr > options.lr) {
+  if (static_cast<float>(schedule->min_lr) > options.lr) {  // both float, as the step computes
     return Error(
         where + ".min_lr",
         absl::StrCat(schedule->min_lr, " is above the base learning rate --lr ", options.lr));

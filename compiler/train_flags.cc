@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "absl/flags/declare.h"
@@ -52,13 +53,14 @@ absl::Status ParseLossScale(const std::string& text, TrainingOptions& options) {
   }
   float value = 0;
   if (absl::StartsWith(text, "static:") && absl::SimpleAtof(text.substr(7), &value) &&
-      std::isfinite(value) && value > 0) {
+      std::isfinite(value) && value >= std::numeric_limits<float>::min()) {
     options.loss_scale = TrainingOptions::LossScale::kStatic;
     options.init_scale = value;
     return absl::OkStatus();
   }
-  return UsageError(
-      absl::StrCat("--loss-scale=", text, ": expected dynamic, static:V (V > 0) or none"));
+  return UsageError(absl::StrCat(
+      "--loss-scale=", text,
+      ": expected dynamic, static:V (V a normal float, 1.17549e-38 to 3.40282e+38) or none"));
 }
 
 absl::Status ParseOptimizer(const std::string& text, TrainingOptions& options) {
@@ -101,6 +103,24 @@ absl::Status CheckHyperParameters(const TrainingOptions& o) {
   if (!(o.clip_grad_norm >= 0)) return UsageError("--clip-grad-norm must be >= 0");
   if (o.nesterov && o.optimizer == TrainingOptions::Optimizer::kMomentum && o.momentum <= 0) {
     return UsageError("--nesterov needs --momentum > 0");
+  }
+  return absl::OkStatus();
+}
+
+// --momentum and --nesterov set the momentum optimizer's values (also the default of a
+// --train-config group of that optimizer); given with none, they would be ignored.
+absl::Status CheckMomentumFlagsApply(const TrainingOptions& o) {
+  using Optimizer = TrainingOptions::Optimizer;
+  const bool used = o.optimizer == Optimizer::kMomentum ||
+                    std::any_of(o.groups.begin(), o.groups.end(), [](const auto& group) {
+                      return group.optimizer == Optimizer::kMomentum;
+                    });
+  for (const char* flag : {"momentum", "nesterov"}) {
+    if (FlagGiven(flag) && !used) {
+      return UsageError(absl::StrCat("--", flag,
+                                     " applies to --optimizer=momentum (or a --train-config group "
+                                     "of that optimizer) only"));
+    }
   }
   return absl::OkStatus();
 }
@@ -157,6 +177,7 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
   if (!TrainConfigPath().empty()) {
     if (absl::Status s = ApplyTrainConfig(TrainConfigPath(), options); !s.ok()) return s;
   }
+  if (absl::Status s = CheckMomentumFlagsApply(options); !s.ok()) return s;
   return options;
 }
 

@@ -261,13 +261,38 @@ absl::Status CheckLoss(const GraphIndex& index, const std::string& loss) {
   if (type == nullptr || !type->has_tensor_type() || type->tensor_type().elem_type() != kFloat) {
     return absl::InvalidArgumentError(absl::StrCat("--loss=", loss, ": the loss must be FP32"));
   }
+  // The step's flags and counters take the loss's shape: it must be rank 0, not [1].
   const auto& shape = type->tensor_type().shape();
-  int64_t elements = 1;
-  for (const auto& dim : shape.dim()) elements *= dim.has_dim_value() ? dim.dim_value() : -1;
-  if (!type->tensor_type().has_shape() || elements != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--loss=", loss, ": the loss must be a scalar"));
+  if (!type->tensor_type().has_shape() || shape.dim_size() != 0) {
+    std::vector<std::string> dims;
+    for (const auto& dim : shape.dim()) {
+      dims.push_back(dim.has_dim_value() ? absl::StrCat(dim.dim_value()) : "?");
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--loss=", loss, ": the loss must be a scalar (rank 0), not ",
+        type->tensor_type().has_shape() ? absl::StrCat("[", absl::StrJoin(dims, ", "), "]")
+                                        : "of unknown shape",
+        "; reduce it (ReduceMean) or Reshape it to []"));
   }
   return absl::OkStatus();
+}
+
+// ai.ampc.SGD has a momentum buffer exactly when momentum != 0, and IR 8 gives the op one
+// model-local function: one step cannot mix SGD with momentum and without.
+absl::Status CheckOneSgdForm(const std::vector<ParamGroup>& groups) {
+  const ParamGroup* with = nullptr;
+  const ParamGroup* without = nullptr;
+  for (const ParamGroup& group : groups) {
+    if (UsesAdam(group)) continue;
+    const bool buffer =
+        group.optimizer == TrainingOptions::Optimizer::kMomentum && group.momentum != 0;
+    (buffer ? with : without) = &group;
+  }
+  if (with == nullptr || without == nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      with->where, ": SGD with momentum, and ", without->where,
+      ": SGD without (sgd, or momentum 0): one training step cannot mix them (one ONNX function "
+      "serves every ai.ampc.SGD node); give both momentum > 0, or one of them adam or adamw"));
 }
 
 // Model-local functions for the ai.ampc ops of `algorithm` that have a body (a warning for each
@@ -357,6 +382,7 @@ absl::Status AssembleTrainingStep(onnx::ModelProto& model, const TrainingOptions
   }
   absl::StatusOr<std::vector<ParamGroup>> groups = ResolveParamGroups(options, *params);
   if (!groups.ok()) return groups.status();
+  if (absl::Status s = CheckOneSgdForm(*groups); !s.ok()) return s;
 
   // State items: the optimizer's moments, then the scaler state and counters.
   const Scaling scaling = ScalingOf(options, low_dtype);

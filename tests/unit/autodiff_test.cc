@@ -60,6 +60,7 @@ std::vector<GradientCase> Cases() {
        {Operand::Positive("x", {2, 3})},
        "e = Constant <value = double {2.5}> ()\n  y = Pow(x, e)",
        {2, 3}},
+      {"Pow_integer_exponent", {x}, "e = Constant <value = int64 {3}> ()\n  y = Pow(x, e)", {2, 3}},
       {"Identity", {x}, "y = Identity(x)", {2, 3}},
       CastCase(),
       {"MatMul", {x, {"w", {3, 4}}}, "y = MatMul(x, w)", {2, 4}},

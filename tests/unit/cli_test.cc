@@ -235,6 +235,13 @@ TEST_F(CliTest, TrainingFlagErrorsWriteNothingAndLeaveTheInputAlone) {
       {{"--train"}, 2, "--train needs --loss=NAME"},
       {{"--loss=loss"}, 2, "--loss needs --train"},
       {{"--train", "--loss=loss", "--loss-scale=huge"}, 2, "--loss-scale=huge: expected dynamic"},
+      {{"--train", "--loss=loss", "--loss-scale=static:1e-40"},  // 1/scale would be inf
+       2,
+       "--loss-scale=static:1e-40: expected dynamic"},
+      {{"--train", "--loss=loss", "--optimizer=sgd", "--momentum=0.9"},
+       2,
+       "--momentum applies to --optimizer=momentum (or a --train-config group"},
+      {{"--train", "--loss=loss", "--nesterov"}, 2, "--nesterov applies to --optimizer=momentum"},
       {{"--train", "--loss=loss", "--accumulate=0"},
        2,
        "--accumulate=0: expected a count of micro-batches from 1 to 16777216"},

@@ -217,13 +217,21 @@ TEST_F(TrainConfigTest, ScheduleErrorsNameTheJsonPath) {
               "schedule.min_lr: expected a number >= 0, got number -1");
   ExpectError(R"({"schedule": {"type": "cosine", "total_steps": 10, "min_lr": 0.5}})",
               "schedule.min_lr: 0.5 is above the base learning rate --lr 0.01");
+  // min_lr equal to --lr is allowed although 0.01 is not a float: both are compared as floats.
+  TrainingOptions options = Flags();  // --lr 0.01
+  EXPECT_TRUE(
+      Apply(R"({"schedule": {"type": "cosine", "total_steps": 10, "min_lr": 0.01}})", options)
+          .ok());
 }
 
 TEST_F(TrainConfigTest, ScalerErrorsNameTheJsonPath) {
   ExpectError(R"({"scaler": []})", "scaler: expected an object, got array");
   ExpectError(R"({"scaler": {"init": 1}})", "scaler.init: unknown key (expected init_scale,");
   ExpectError(R"({"scaler": {"init_scale": 0}})",
-              "scaler.init_scale: expected a number > 0, got number 0");
+              "scaler.init_scale: expected a number >= 1.17549e-38, got number 0");
+  // A subnormal scale has an infinite inverse: unscaling would put inf into the weights.
+  ExpectError(R"({"scaler": {"init_scale": 1e-40}})",
+              "scaler.init_scale: expected a number >= 1.17549e-38, got number 1e-40");
   ExpectError(R"({"scaler": {"growth_factor": 1}})",
               "scaler.growth_factor: expected a number > 1, got number 1");
   ExpectError(R"({"scaler": {"backoff_factor": 1}})",

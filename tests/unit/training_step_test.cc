@@ -127,6 +127,82 @@ g (float[4, 3] x, int64[4] label) => (float loss)
 }
 )";
 
+TEST(TrainingStep, SgdGroupsWithAndWithoutMomentumAreAnErrorNamingBoth) {
+  using Optimizer = TrainingOptions::Optimizer;
+  for (const auto& [group_optimizer, group_momentum] :
+       {std::pair{Optimizer::kSgd, 0.9f}, {Optimizer::kMomentum, 0.0f}}) {
+    onnx::ModelProto model = testing::ParseModelText(kLinearClassifier);
+    TrainingOptions options;
+    options.loss = "loss";
+    options.optimizer = Optimizer::kMomentum;
+    options.groups.push_back({.params = "b",
+                              .where = "c.json: groups[0]",
+                              .optimizer = group_optimizer,
+                              .momentum = group_momentum});
+    const absl::Status status = Compile(model, kFp32Pipeline, options);
+    EXPECT_THAT(std::string(status.message()),
+                ::testing::HasSubstr("the command line: SGD with momentum, and c.json: groups[0]: "
+                                     "SGD without"));
+  }
+  // Momentum SGD in one group and Adam in the other compile.
+  onnx::ModelProto model = testing::ParseModelText(kLinearClassifier);
+  TrainingOptions options;
+  options.loss = "loss";
+  options.optimizer = TrainingOptions::Optimizer::kMomentum;
+  options.groups.push_back({.params = "b",
+                            .where = "c.json: groups[0]",
+                            .optimizer = TrainingOptions::Optimizer::kAdam});
+  EXPECT_TRUE(Compile(model, kFp32Pipeline, options).ok());
+}
+
+TEST(TrainingStep, ALossOfShapeOneIsRefusedNamingItsShape) {
+  onnx::ModelProto model = testing::ParseModelText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[4, 3] x, int64[4] label) => (float[1] loss)
+<float[2, 3] w = {0.5, -0.25, 0.125, -0.5, 0.75, 0.25}, int64[1] axes = {0}>
+{
+  logits = Gemm <transB = 1> (x, w)
+  mean = SoftmaxCrossEntropyLoss (logits, label)
+  loss = Unsqueeze (mean, axes)
+}
+)");
+  TrainingOptions options;
+  options.loss = "loss";
+  const absl::Status status = Compile(model, kFp32Pipeline, options);
+  EXPECT_THAT(std::string(status.message()),
+              ::testing::HasSubstr("--loss=loss: the loss must be a scalar (rank 0), not [1]"));
+  onnx::ModelProto scalar = testing::ParseModelText(kLinearClassifier);
+  EXPECT_TRUE(Compile(scalar, kFp32Pipeline, options).ok());  // its loss is rank 0
+}
+
+TEST(TrainingStep, NormalizationOfAGraphInputGivesACheckerValidStep) {
+  // x is not trained: LayerNormalizationGrad and BatchNormalizationGrad leave dx out.
+  onnx::ModelProto model = testing::ParseModelText(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[4, 3] x, float[4, 3, 2] z, int64[4] label) => (float loss)
+<float[3] s = {1, 2, 3}, float[3] b = {0.5, 0, -0.5}, float[3] mean = {0, 0, 0},
+ float[3] var = {1, 1, 1}, float[2, 3] w = {0.5, -0.25, 0.125, -0.5, 0.75, 0.25}>
+{
+  n = LayerNormalization (x, s, b)
+  m = BatchNormalization (z, s, b, mean, var)
+  r = ReduceMean <axes = [2], keepdims = 0> (m)
+  both = Add (n, r)
+  logits = Gemm <transB = 1> (both, w)
+  loss = SoftmaxCrossEntropyLoss (logits, label)
+}
+)");
+  TrainingOptions options;
+  options.loss = "loss";
+  options.optimizer = TrainingOptions::Optimizer::kSgd;
+  ASSERT_TRUE(Compile(model, kFp32Pipeline, options).ok());
+  RegisterAmpcSchemas();
+  onnx::ModelProto step = StepModel(model);
+  const onnx::ShapeInferenceOptions strict(/*check_type_val=*/true, /*strict_mode_val=*/1);
+  EXPECT_NO_THROW(onnx::checker::check_model(step));
+  EXPECT_NO_THROW(
+      onnx::shape_inference::InferShapes(step, onnx::OpSchemaRegistry::Instance(), strict));
+}
+
 TEST(TrainingStep, OneSgdStepEqualsAReferenceStep) {
   onnx::ModelProto model = testing::ParseModelText(kLinearClassifier);
   TrainingOptions options;
