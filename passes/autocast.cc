@@ -71,6 +71,9 @@ struct Value {
   const TensorProto* constant = nullptr;
   bool flexible = false;  // constant, or computed from constants only
   bool loss = false;      // the loss op or downstream of it
+  // Of a flexible value computed from constants (FP16 range rule): the largest finite |x| of
+  // the constants it comes from.
+  float upstream_max = 0;
 };
 
 // Keys are views of names in the model, which autocast never changes: a std::string key cost an
@@ -118,18 +121,21 @@ class Planner {
       lower_ = std::make_unique<RE2>(options_.lower_node_regex);
     }
     training_ = context.training.enabled;
+    range_rules_ = options_.low_dtype == TensorProto::FLOAT16 && !options_.clamp;
     if (opsets_.contains(kAmpcDomain)) SeedVersions(context.model.graph());
     conv_bias_ = options_.ampc_versions && options_.low_dtype == TensorProto::BFLOAT16 &&
                  AnyConvHasBias(context.model.graph());
   }
 
-  void PlanGraph(const GraphIndex& index, const Scope* outer, bool top_level);
+  // Returns whether some node of the graph (or of its subgraphs) is in the loss subgraph.
+  bool PlanGraph(const GraphIndex& index, const Scope* outer, bool top_level);
 
  private:
   struct Deferred {
     const onnx::NodeProto* node;
     std::unique_ptr<FloatSupport> support;
     NodeTypes original;
+    float input_max;  // the largest finite |x| of the constants its inputs come from
   };
 
   bool PlanNode(const onnx::NodeProto& node, const std::string& name, const FloatSupport& support,
@@ -144,6 +150,8 @@ class Planner {
                   const NodeTypes& original, int dtype, NodePlan& plan);
   void ResolveDeferred(const GraphIndex& index, std::vector<Deferred>& deferred);
   float MaxAbs(const TensorProto& tensor);
+  // The largest finite |x| of the constants a flexible value comes from (0 for others).
+  float FlexibleMax(const Value* value);
   // The ai.ampc versions already in the model (ampc's own output) fix their functions' signatures.
   void SeedVersions(const onnx::GraphProto& graph);  // Whether a Conv that may become ai.ampc.Conv
                                                      // (default domain, not blocked) has a bias.
@@ -164,10 +172,11 @@ class Planner {
   absl::flat_hash_map<std::string, std::pair<std::string, std::string>> versions_;
   bool training_ = false;
   bool conv_bias_ = false;             // some Conv of the model has a bias
+  bool range_rules_ = false;           // FP16 without --clamp: constants beyond 65504 stay FP32
   const GraphIndex* index_ = nullptr;  // of the graph whose node is being planned
 };
 
-void Planner::PlanGraph(const GraphIndex& index, const Scope* outer, bool top_level) {
+bool Planner::PlanGraph(const GraphIndex& index, const Scope* outer, bool top_level) {
   const onnx::GraphProto& graph = index.graph();
   Scope scope(outer);
   scope.Reserve(LocalValueCount(graph));
@@ -186,6 +195,7 @@ void Planner::PlanGraph(const GraphIndex& index, const Scope* outer, bool top_le
     scope[input.name()] = Value{lower ? options_.low_dtype : declared};  // never a constant
   }
   std::vector<Deferred> deferred;
+  bool any_loss = false;
   NodeTypes original;  // one buffer for every node (two allocations per node at 1M nodes)
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnx::NodeProto& node = graph.node(i);
@@ -203,12 +213,22 @@ void Planner::PlanGraph(const GraphIndex& index, const Scope* outer, bool top_le
     plan.name = node.name().empty() ? absl::StrCat(graph.name(), "#", i) : node.name();
     plan_.order.push_back(&node);
     if (PlanNode(node, plan.name, support, original, scope, plan)) {
+      float input_max = 0;
+      for (const Value* v : inputs_) input_max = std::max(input_max, FlexibleMax(v));
       deferred.push_back(
-          Deferred{&node, std::make_unique<FloatSupport>(std::move(support)), original});
+          Deferred{&node, std::make_unique<FloatSupport>(std::move(support)), original, input_max});
     }
-    for (const GraphIndex* sub : index.Subgraphs(node)) PlanGraph(*sub, &scope, false);
+    // A body that reads the loss (or computes one) makes the control-flow node's outputs part
+    // of the loss subgraph.
+    bool body_loss = false;
+    for (const GraphIndex* sub : index.Subgraphs(node)) body_loss |= PlanGraph(*sub, &scope, false);
+    for (const std::string& output : node.output()) {
+      if (body_loss) scope[output].loss = true;
+      if (!top_level && !any_loss) any_loss = scope[output].loss;  // only bodies report it
+    }
   }
   ResolveDeferred(index, deferred);
+  return any_loss;
 }
 
 // Returns whether the decision waits for the node's consumers (all float inputs constant).
@@ -232,12 +252,17 @@ bool Planner::PlanNode(const onnx::NodeProto& node, const std::string& name,
   ApplyDtype(node, support, original, dtype, plan);
   const bool constant_node = node.op_type() == "Constant" && node.attribute_size() == 1 &&
                              node.attribute(0).name() == "value";
+  float upstream_max = 0;
+  if (deferred && all_flexible) {
+    for (const Value* v : inputs_) upstream_max = std::max(upstream_max, FlexibleMax(v));
+  }
   for (int i = 0; i < node.output_size(); ++i) {
     Value& out = scope[node.output(i)];
     out.dtype = plan.output_dtypes[i];
     out.constant = constant_node ? &node.attribute(0).t() : nullptr;
     out.flexible = constant_node || (deferred && all_flexible);
     out.loss = loss;
+    out.upstream_max = upstream_max;
   }
   return deferred;
 }
@@ -255,15 +280,35 @@ int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
     return 0;
   }
   if (support.main_var().empty()) {
-    plan.rule = support.main_is_low() ? "first float input already low: dtypes kept"
-                                      : "no float32 input: dtypes kept";
+    plan.rule = "no float32 input: dtypes kept";
     return 0;
+  }
+  for (int slot = 0; slot < node.input_size(); ++slot) {
+    if (!node.input(slot).empty() && support.InputFollowsMain(slot) &&
+        (inputs_[slot] == nullptr || inputs_[slot]->dtype == 0)) {
+      plan.rule = absl::StrCat("input '", node.input(slot),
+                               "' has no known type (made by an op ONNX does not know?): dtypes "
+                               "kept");
+      return 0;
+    }
   }
   plan.category = options_.policy.Lookup(node.domain(), node.op_type());
   const std::string& source = options_.policy.Source(node.domain(), node.op_type());
   if (block_ != nullptr && RE2::FullMatch(node.name(), *block_)) {
     plan.rule = absl::StrCat("--block-node '", options_.block_node_regex, "'");
     return TensorProto::FLOAT;
+  }
+  if (support.main_is_low()) {  // the model computes it low already: only FP32 rules change it
+    if (loss) {
+      plan.rule = "loss subgraph: the loss and everything downstream of it stay FP32";
+      return TensorProto::FLOAT;
+    }
+    if (plan.category == Category::kFp32) {
+      plan.rule = absl::StrCat("category FP32 (", source, "); its low inputs are cast up");
+      return TensorProto::FLOAT;
+    }
+    plan.rule = "first float input already low: dtypes kept";
+    return 0;
   }
   if (lower_ != nullptr && RE2::FullMatch(node.name(), *lower_)) {
     plan.rule = absl::StrCat("--lower-node '", options_.lower_node_regex, "'");
@@ -327,17 +372,22 @@ int Planner::CheckLegality(const onnx::NodeProto& node, const FloatSupport& supp
   if (dtype != TensorProto::FLOAT16 || options_.clamp) return dtype;
   for (int slot = 0; slot < node.input_size(); ++slot) {
     const Value* v = inputs_[slot];
-    if (v == nullptr || v->constant == nullptr || !support.InputFollowsMain(slot)) continue;
-    const float max = MaxAbs(*v->constant);
+    if (!support.InputFollowsMain(slot)) continue;
+    const float max = FlexibleMax(v);
     if (max > kFp16Max) {
       plan.rule = absl::StrFormat(
-          "range: constant '%s' holds |x| = %g > 65504, which FP16 cannot represent: FP32 "
+          "range: %s '%s' holds |x| = %g > 65504, which FP16 cannot represent: FP32 "
           "(--clamp clamps instead)",
-          node.input(slot), max);
+          v->constant != nullptr ? "constant" : "the constants behind", node.input(slot), max);
       return TensorProto::FLOAT;
     }
   }
   return dtype;
+}
+
+float Planner::FlexibleMax(const Value* value) {
+  if (!range_rules_ || value == nullptr || !value->flexible) return 0;
+  return value->constant != nullptr ? MaxAbs(*value->constant) : value->upstream_max;
 }
 
 bool Planner::AnyConvHasBias(const onnx::GraphProto& graph) const {
@@ -449,7 +499,10 @@ void Planner::ResolveDeferred(const GraphIndex& index, std::vector<Deferred>& de
         all_low = all_low && wanted == options_.low_dtype;
       }
     }
-    if (any && all_low && it->support->MainAdmits(options_.low_dtype)) {
+    // Computed in FP16 from constants FP16 cannot hold, it would give inf (the consumers' range
+    // checks keep them FP32 then; --clamp clamps the constants instead).
+    if (any && all_low && it->input_max <= kFp16Max &&
+        it->support->MainAdmits(options_.low_dtype)) {
       ApplyDtype(node, *it->support, it->original, options_.low_dtype, plan);
     }
   }

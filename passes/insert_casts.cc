@@ -62,7 +62,8 @@ struct Shared {
   PrecisionPlan& plan;
   NameAllocator names;
   int cast_opset;
-  absl::flat_hash_set<std::string> converted_initializers;  // removed when no longer read
+  // Initializers and Constant outputs converted for some reader: removed when no longer read.
+  absl::flat_hash_set<std::string> converted_constants;
   // Names a training step updates or reads (TrainingReads): such initializers are read through
   // Cast nodes, so the inference graph always sees the current FP32 master weights.
   absl::flat_hash_set<std::string> master_weights;
@@ -161,7 +162,11 @@ int GraphRewriter::DeclaredOutputDtype(const onnx::ValueInfoProto& output) const
       output.type().has_tensor_type() ? &output.type() : index_.Type(output.name());
   if (type == nullptr || !type->has_tensor_type()) return 0;
   const int declared = type->tensor_type().elem_type();
-  return top_ && plan_.low_io && declared == TensorProto::FLOAT ? plan_.low_dtype : declared;
+  // --low-io lowers computed outputs; a weight listed as an output keeps its type, as it does
+  // as an input.
+  const bool weight = index_.Initializer(output.name()) != nullptr;
+  return top_ && plan_.low_io && declared == TensorProto::FLOAT && !weight ? plan_.low_dtype
+                                                                           : declared;
 }
 
 // A graph output whose producer now computes another dtype: the producer's output gets a new
@@ -188,6 +193,7 @@ void GraphRewriter::RenameMismatchedOutputs() {
     }
     const std::string renamed = names_.Fresh(absl::StrCat(output.name(), "_", DtypeName(now)));
     renamed_outputs_[renamed] = output.name();
+    if (source->slot == 0) it->second.first_output = renamed;  // later passes find it by it
     RenameOutput(*graph_.mutable_node(position), source->slot, renamed, shared_.retired_names);
     const Value value{now, graph_.node(position).output(source->slot), position, nullptr,
                       &output.type()};
@@ -331,9 +337,10 @@ std::string GraphRewriter::ConvertConstant(const std::string& key, const Value& 
   if (value.constant_is_initializer) {
     converted.set_name(name);
     *graph_.add_initializer() = std::move(converted);
-    shared_.converted_initializers.emplace(value.name);
+    shared_.converted_constants.emplace(value.name);
     return name;
   }
+  shared_.converted_constants.emplace(value.name);
   PlaceConstant(name, std::move(converted), value.producer);
   AddValueInfo(name, value.type, dtype);
   return name;
@@ -424,24 +431,35 @@ void CollectReads(const onnx::GraphProto& graph, const absl::flat_hash_set<std::
   }
 }
 
-// Drops FP32 initializers that every reader now takes as a converted copy.
-void RemoveConvertedInitializers(onnx::GraphProto& graph,
-                                 const absl::flat_hash_set<std::string>& converted,
-                                 const absl::flat_hash_set<std::string>& reads) {
-  auto* initializers = graph.mutable_initializer();
-  int kept = 0;
-  for (int i = 0; i < initializers->size(); ++i) {
-    const std::string& name = initializers->Get(i).name();
-    if (converted.contains(name) && !reads.contains(name)) continue;
-    if (kept != i) initializers->SwapElements(kept, i);
-    ++kept;
-  }
-  initializers->DeleteSubrange(kept, initializers->size() - kept);
+// Drops the FP32 initializers and Constant nodes that every reader now takes as a converted copy
+// (with the Constants' value_info).
+void RemoveConvertedConstants(onnx::GraphProto& graph,
+                              const absl::flat_hash_set<std::string>& converted,
+                              const absl::flat_hash_set<std::string>& reads) {
+  auto unread = [&](const std::string& name) {
+    return converted.contains(name) && !reads.contains(name);
+  };
+  // SwapElements moves pointers: the kept objects keep their addresses (the plan's keys).
+  auto drop = [](auto* items, auto&& dropped) {
+    int kept = 0;
+    for (int i = 0; i < items->size(); ++i) {
+      if (dropped(items->Get(i))) continue;
+      if (kept != i) items->SwapElements(kept, i);
+      ++kept;
+    }
+    items->DeleteSubrange(kept, items->size() - kept);
+  };
+  drop(graph.mutable_initializer(), [&](const TensorProto& t) { return unread(t.name()); });
+  drop(graph.mutable_node(), [&](const NodeProto& node) {
+    return node.op_type() == "Constant" && node.domain().empty() && node.output_size() == 1 &&
+           unread(node.output(0));
+  });
+  drop(graph.mutable_value_info(), [&](const onnx::ValueInfoProto& v) { return unread(v.name()); });
   for (NodeProto& node : *graph.mutable_node()) {
     for (onnx::AttributeProto& attribute : *node.mutable_attribute()) {
-      if (attribute.has_g()) RemoveConvertedInitializers(*attribute.mutable_g(), converted, reads);
+      if (attribute.has_g()) RemoveConvertedConstants(*attribute.mutable_g(), converted, reads);
       for (onnx::GraphProto& sub : *attribute.mutable_graphs()) {
-        RemoveConvertedInitializers(sub, converted, reads);
+        RemoveConvertedConstants(sub, converted, reads);
       }
     }
   }
@@ -466,10 +484,10 @@ absl::StatusOr<bool> InsertCasts::Run(ModelContext& context) {
   shared.master_weights = MasterWeights(context.model, context.training.enabled);
   GraphRewriter(*context.model.mutable_graph(), *index, nullptr, shared).Run();
   absl::flat_hash_set<std::string> reads;
-  if (!shared.converted_initializers.empty()) {
-    CollectReads(context.model.graph(), shared.converted_initializers, reads);
+  if (!shared.converted_constants.empty()) {
+    CollectReads(context.model.graph(), shared.converted_constants, reads);
   }
-  RemoveConvertedInitializers(*context.model.mutable_graph(), shared.converted_initializers, reads);
+  RemoveConvertedConstants(*context.model.mutable_graph(), shared.converted_constants, reads);
   if (context.plan->casts_added > 0) ImportDefaultDomain(context.model);
   if (shared.ampc_versions) {
     if (absl::Status s = AddAmpcVersionFunctions(context.model); !s.ok()) {
