@@ -254,7 +254,7 @@ struct ThresholdedReluOp {
   explicit ThresholdedReluOp(const Attributes& a) : alpha(a.Float("alpha", 1.0f)) {}
   template <typename C>
   C operator()(C x) const {
-    return x <= static_cast<C>(alpha) ? C{0} : x;
+    return x > static_cast<C>(alpha) ? x : C{0};  // ONNX: NaN is not > alpha, so 0
   }
   float alpha;
 };

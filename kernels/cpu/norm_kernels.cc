@@ -1,6 +1,7 @@
 // Normalization ops: LayerNormalization, BatchNormalization, InstanceNormalization,
-// LpNormalization, MeanVarianceNormalization and Dropout. Statistics accumulate in FP32 (FP64 for
-// double inputs) and every output is rounded once to its element type. Pooling lives in
+// LpNormalization, MeanVarianceNormalization and Dropout. Statistics accumulate in FP32 (chunked,
+// reduce::ChunkedSum; BatchNormalization's batch statistics and MeanVarianceNormalization's in
+// FP64) and every output is rounded once to its element type. Pooling lives in
 // norm_pool_kernels.cc.
 #include <cmath>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/norm_common.h"
+#include "kernels/cpu/reduce_common.h"
 
 namespace ampc {
 namespace {
@@ -75,17 +77,16 @@ absl::StatusOr<int64_t> NormalizeAxis(const KernelContext& context, int64_t axis
   return axis < 0 ? axis + rank : axis;
 }
 
-// Mean and population variance of n elements, in the compute type; two passes, so no
-// cancellation as in E[x^2] - E[x]^2.
+// Mean and population variance of n elements in the compute type (sums chunked as
+// reduce::ChunkedSum); two passes, so no cancellation as in E[x^2] - E[x]^2.
 template <typename T, typename C = typename Compute<T>::type>
 std::pair<C, C> Moments(const T* x, int64_t n) {
-  C sum = 0, squares = 0;
-  for (int64_t j = 0; j < n; ++j) sum += Compute<T>::Load(x[j]);
-  const C mean = sum / static_cast<C>(n);
-  for (int64_t j = 0; j < n; ++j) {
+  const C mean = reduce::ChunkedSum<C>(n, [&](int64_t j) { return Compute<T>::Load(x[j]); }) /
+                 static_cast<C>(n);
+  const C squares = reduce::ChunkedSum<C>(n, [&](int64_t j) {
     const C d = Compute<T>::Load(x[j]) - mean;
-    squares += d * d;
-  }
+    return d * d;
+  });
   return {mean, squares / static_cast<C>(n)};
 }
 
@@ -170,23 +171,24 @@ absl::Status BatchNormTyped(KernelContext& context, const BatchNormShape& s, boo
   std::vector<C>& var = params[3];
   if (training) {  // batch statistics (population variance) replace the inputs for Y
     std::vector<C> running_mean = mean, running_var = var;
-    const C count = static_cast<C>(s.batch * s.inner);
+    const double count = static_cast<double>(s.batch * s.inner);
     for (int64_t c = 0; c < s.channels; ++c) {
-      C sum = 0, squares = 0;
+      double sum = 0, squares = 0;  // as Moments
       for (int64_t n = 0; n < s.batch; ++n) {
         const T* plane = px + (n * s.channels + c) * s.inner;
         for (int64_t j = 0; j < s.inner; ++j) sum += Compute<T>::Load(plane[j]);
       }
-      const C m = sum / count;
+      const double batch_mean = sum / count;
       for (int64_t n = 0; n < s.batch; ++n) {
         const T* plane = px + (n * s.channels + c) * s.inner;
         for (int64_t j = 0; j < s.inner; ++j) {
-          const C d = Compute<T>::Load(plane[j]) - m;
+          const double d = Compute<T>::Load(plane[j]) - batch_mean;
           squares += d * d;
         }
       }
+      const C m = static_cast<C>(batch_mean);
       mean[c] = m;
-      var[c] = squares / count;
+      var[c] = static_cast<C>(squares / count);
       running_mean[c] = running_mean[c] * momentum + m * (C{1} - momentum);
       running_var[c] = running_var[c] * momentum + var[c] * (C{1} - momentum);
     }
@@ -355,16 +357,21 @@ absl::Status MeanVarianceNormalization(KernelContext& context) {
     using C = typename Compute<T>::type;
     const T* px = x.data<T>();
     T* py = y->data<T>();
-    std::vector<C> mean(static_cast<size_t>(groups), 0), squares(static_cast<size_t>(groups), 0);
-    for (int64_t i = 0; i < x.size(); ++i) mean[group[i]] += Compute<T>::Load(px[i]);
-    for (C& m : mean) m /= static_cast<C>(per_group);
+    // Statistics accumulate in double; each output is computed in C from them, as Moments.
+    std::vector<double> sums(static_cast<size_t>(groups), 0), squares(sums);
+    for (int64_t i = 0; i < x.size(); ++i) sums[group[i]] += Compute<T>::Load(px[i]);
+    for (double& m : sums) m /= static_cast<double>(per_group);
     for (int64_t i = 0; i < x.size(); ++i) {
-      const C d = Compute<T>::Load(px[i]) - mean[group[i]];
+      const double d = Compute<T>::Load(px[i]) - sums[group[i]];
       squares[group[i]] += d * d;
     }
-    for (C& s : squares) s = std::sqrt(s / static_cast<C>(per_group)) + static_cast<C>(1e-9);
+    std::vector<C> mean(sums.begin(), sums.end()), deviation(squares.size());
+    for (size_t g = 0; g < squares.size(); ++g) {
+      deviation[g] = std::sqrt(static_cast<C>(squares[g] / static_cast<double>(per_group))) +
+                     static_cast<C>(1e-9);
+    }
     for (int64_t i = 0; i < x.size(); ++i) {
-      py[i] = Compute<T>::Store((Compute<T>::Load(px[i]) - mean[group[i]]) / squares[group[i]]);
+      py[i] = Compute<T>::Store((Compute<T>::Load(px[i]) - mean[group[i]]) / deviation[group[i]]);
     }
   });
   return handled ? absl::OkStatus() : UnsupportedType(context, x, "input");

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/math_cast.h"
 #include "kernels/cpu/norm_common.h"
 #include "kernels/cpu/pool_plan.h"
 
@@ -290,8 +291,10 @@ absl::Status GlobalPool(KernelContext& context) {
                      [&](int64_t begin, int64_t end) {
                        for (int64_t plane = begin; plane < end; ++plane) {
                          const T* xp = px + plane * inner;
-                         C acc =
-                             kKind == GlobalKind::kMax ? -std::numeric_limits<C>::infinity() : C{0};
+                         // Sums accumulate in double (a float running sum drifts over a plane).
+                         using A = std::conditional_t<kKind == GlobalKind::kMax, C, double>;
+                         A acc =
+                             kKind == GlobalKind::kMax ? -std::numeric_limits<A>::infinity() : A{0};
                          for (int64_t j = 0; j < inner; ++j) {
                            const C v = Compute<T>::Load(xp[j]);
                            if constexpr (kKind == GlobalKind::kMax) {
@@ -302,9 +305,13 @@ absl::Status GlobalPool(KernelContext& context) {
                              acc += v;
                            }
                          }
-                         if constexpr (kKind == GlobalKind::kAverage) acc /= static_cast<C>(inner);
-                         if constexpr (kKind == GlobalKind::kLp) acc = std::pow(acc, C{1} / cp);
-                         py[plane] = Compute<T>::Store(acc);
+                         if constexpr (kKind == GlobalKind::kAverage) acc /= static_cast<A>(inner);
+                         if constexpr (kKind == GlobalKind::kLp) acc = std::pow(acc, A{1} / cp);
+                         if constexpr (std::is_same_v<A, double> && kIsHalfLike<T>) {
+                           py[plane] = Compute<T>::Store(DoubleToFloatOdd(acc));  // one rounding
+                         } else {
+                           py[plane] = Compute<T>::Store(static_cast<C>(acc));
+                         }
                        }
                      });
   });

@@ -33,6 +33,27 @@ using Acc = std::conditional_t<std::is_floating_point_v<typename Compute<T>::typ
 template <typename T>
 using FloatAcc = std::conditional_t<std::is_floating_point_v<Acc<T>>, Acc<T>, double>;
 
+// Sums term(j) for j in [0, n): in A, in order, as a one-thread CUDA reduction does, within
+// chunks of kSumChunk terms; chunk sums add up in double. Up to a chunk the result is the plain
+// running sum (bit for bit what the CUDA kernels' host mirror gives); beyond, a float sum no
+// longer drifts (a running float sum of 2^25 ones stops at 2^24). Integer sums are plain.
+inline constexpr int64_t kSumChunk = 4096;
+template <typename A, typename Term>
+A ChunkedSum(int64_t n, Term&& term) {
+  if (std::is_integral_v<A> || n <= kSumChunk) {
+    A sum{0};
+    for (int64_t j = 0; j < n; ++j) sum += term(j);
+    return sum;
+  }
+  double total = 0;
+  for (int64_t begin = 0; begin < n; begin += kSumChunk) {
+    A sum{0};
+    for (int64_t j = begin, end = std::min(n, begin + kSumChunk); j < end; ++j) sum += term(j);
+    total += static_cast<double>(sum);
+  }
+  return static_cast<A>(total);
+}
+
 template <typename T>
 Acc<T> LoadAcc(T v) {
   return static_cast<Acc<T>>(Compute<T>::Load(v));

@@ -76,32 +76,30 @@ using Offsets = std::span<const int64_t>;
 struct SumOp {
   template <typename T>
   static Acc<T> Run(const T* x, Offsets offsets) {
-    Acc<T> sum{0};
-    for (int64_t o : offsets) sum += LoadAcc(x[o]);
-    return sum;
+    return reduce::ChunkedSum<Acc<T>>(static_cast<int64_t>(offsets.size()),
+                                      [&](int64_t j) { return LoadAcc(x[offsets[j]]); });
   }
 };
 struct SumSquareOp {
   template <typename T>
   static Acc<T> Run(const T* x, Offsets offsets) {
-    Acc<T> sum{0};
-    for (int64_t o : offsets) sum += LoadAcc(x[o]) * LoadAcc(x[o]);
-    return sum;
+    return reduce::ChunkedSum<Acc<T>>(static_cast<int64_t>(offsets.size()), [&](int64_t j) {
+      const Acc<T> v = LoadAcc(x[offsets[j]]);
+      return v * v;
+    });
   }
 };
 struct L1Op {
   template <typename T>
   static Acc<T> Run(const T* x, Offsets offsets) {
-    Acc<T> sum{0};
-    for (int64_t o : offsets) {
-      const Acc<T> v = LoadAcc(x[o]);
+    return reduce::ChunkedSum<Acc<T>>(static_cast<int64_t>(offsets.size()), [&](int64_t j) {
+      const Acc<T> v = LoadAcc(x[offsets[j]]);
       if constexpr (std::is_unsigned_v<Acc<T>>) {
-        sum += v;
+        return v;
       } else {
-        sum += v < 0 ? -v : v;
+        return v < 0 ? -v : v;
       }
-    }
-    return sum;
+    });
   }
 };
 struct L2Op {
@@ -158,8 +156,9 @@ struct LogSumExpOp {
     using F = FloatAcc<T>;
     const F max = static_cast<F>(ExtremeOp<true>::Run(x, offsets));
     if (std::isinf(max) || std::isnan(max)) return max;  // also: no elements gives -inf
-    F sum = 0;
-    for (int64_t o : offsets) sum += std::exp(static_cast<F>(Compute<T>::Load(x[o])) - max);
+    const F sum = reduce::ChunkedSum<F>(static_cast<int64_t>(offsets.size()), [&](int64_t j) {
+      return std::exp(static_cast<F>(Compute<T>::Load(x[offsets[j]])) - max);
+    });
     return max + std::log(sum);
   }
 };

@@ -36,8 +36,8 @@ void SoftmaxRows(const KernelContext& context, const AxisLayout& layout, const T
         for (int64_t k = 0; k < n; ++k) out[k * stride] = StoreAs<T>(k == argmax ? F{1} : F{0});
         continue;
       }
-      F sum = 0;
-      for (int64_t k = 0; k < n; ++k) sum += std::exp(F(Compute<T>::Load(in[k * stride])) - max);
+      const F sum = ChunkedSum<F>(
+          n, [&](int64_t k) { return std::exp(F(Compute<T>::Load(in[k * stride])) - max); });
       const F log_sum = std::log(sum);
       for (int64_t k = 0; k < n; ++k) {
         const F shifted = F(Compute<T>::Load(in[k * stride])) - max;

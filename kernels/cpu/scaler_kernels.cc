@@ -162,7 +162,8 @@ absl::Status UnscaleClip(KernelContext& context) {
   const float norm = static_cast<float>(std::sqrt(sum_sq));
   const float max_norm = context.attributes().Float("max_norm", 0.0f);
   if (max_norm > 0.0f) {  // torch.nn.utils.clip_grad_norm_ multiplies even by a coefficient of 1
-    const float coef = std::min(1.0f, max_norm / (norm + 1e-6f));
+    const float ratio = max_norm / (norm + 1e-6f);
+    const float coef = std::isnan(ratio) ? ratio : std::min(1.0f, ratio);  // as torch's clamp
     for (Tensor* out : outputs) {
       float* u = out->data<float>();
       ParallelFor(context, out->size(), [&](int64_t begin, int64_t end) {

@@ -192,11 +192,15 @@ absl::Status Slice(KernelContext& context) {
     } else if (steps[i] > 0) {
       start = std::clamp<int64_t>(start, 0, dim);
       end = std::clamp<int64_t>(end, 0, dim);
-      count = end > start ? (end - start + steps[i] - 1) / steps[i] : 0;
+      count = end > start ? (end - start - 1) / steps[i] + 1 : 0;  // no overflow near INT64_MAX
     } else {
       start = std::clamp<int64_t>(start, 0, dim - 1);
       end = std::clamp<int64_t>(end, -1, dim - 1);
-      count = start > end ? (start - end - steps[i] - 1) / -steps[i] : 0;
+      const uint64_t stride =
+          uint64_t{0} - static_cast<uint64_t>(steps[i]);  // |step|, INT64_MIN too
+      count = start > end
+                  ? static_cast<int64_t>(static_cast<uint64_t>(start - end - 1) / stride) + 1
+                  : 0;
     }
     shape[a] = count;
     first[a] = start;
@@ -260,7 +264,10 @@ absl::Status Tile(KernelContext& context) {
   Shape shape = input.shape();
   for (int d = 0; d < input.rank(); ++d) {
     if (repeats[d] < 0) return NodeError(context, absl::StrCat("repeat ", repeats[d], " < 0"));
-    shape[d] *= repeats[d];
+    if (__builtin_mul_overflow(shape[d], repeats[d], &shape[d])) {
+      return NodeError(context, absl::StrCat("axis ", d, " of ", input.dim(d), " repeated ",
+                                             repeats[d], " times overflows a dimension"));
+    }
   }
   return RepeatCopy(context, input, shape);
 }
@@ -319,7 +326,11 @@ absl::Status Pad(KernelContext& context) {
   Maps maps(rank);
   for (int d = 0; d < rank; ++d) {
     const int64_t dim = input.dim(d), before = pads[d];
-    shape[d] = dim + before + pads[d + rank];
+    if (__builtin_add_overflow(dim, before, &shape[d]) ||
+        __builtin_add_overflow(shape[d], pads[d + rank], &shape[d])) {
+      return NodeError(context, absl::StrCat("pads ", before, " and ", pads[d + rank], " of axis ",
+                                             d, " overflow a dimension"));
+    }
     if (shape[d] < 0) return NodeError(context, absl::StrCat("pads crop axis ", d, " below 0"));
     if (mode != "constant" && dim == 0 && shape[d] > 0) {
       return NodeError(context, absl::StrCat("cannot ", mode, "-pad the empty axis ", d));

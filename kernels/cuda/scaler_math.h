@@ -80,7 +80,8 @@ AMPC_HD inline float NormOf(double sum_of_squares) { return ToFloat(DSqrt(sum_of
 // when it is 1); max_norm <= 0 means no clipping, coefficient 1.
 AMPC_HD inline float ClipCoefficient(float norm, float max_norm) {
   if (!(max_norm > 0.0f)) return 1.0f;
-  return Min(1.0f, Divide(max_norm, Add(norm, 1e-6f)));
+  const float ratio = Divide(max_norm, Add(norm, 1e-6f));
+  return ratio != ratio ? ratio : Min(1.0f, ratio);  // a NaN norm gives NaN, as torch's clamp
 }
 
 // ---- UpdateScale (shared/spec/loss-scaling.md, "Update rule") ----

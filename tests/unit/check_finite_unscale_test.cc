@@ -96,6 +96,17 @@ TEST(UnscaleClipTest, ClipsByTheGlobalNormOfUnscaledGradients) {
   for (size_t i = 0; i < loose.size(); ++i) ASSERT_EQ(loose[i], r.widened[i] * inv) << i;
 }
 
+TEST(UnscaleClipTest, ANanNormClipsEveryGradientToNanAsTorchDoes) {
+  // clip_grad_norm_'s clamp(max_norm / (norm + 1e-6), max=1) keeps NaN; std::min kept 1.
+  auto session = testing::LoadAmpcModel(
+      "g (float s, float[3] a) => (float[3] ua, float n) { ua, n = "
+      "ai.ampc.UnscaleClip<max_norm = 1.0>(s, a) }");
+  ASSERT_NE(session, nullptr);
+  const std::vector<Tensor> out = Step(*session, {Floats({}, {1.0f}), Floats({3}, {1, NAN, 3})});
+  ASSERT_EQ(out.size(), 2u);
+  for (int k = 0; k < 3; ++k) EXPECT_TRUE(std::isnan(out[0].data<float>()[k])) << k;
+}
+
 TEST(CheckFiniteTest, OneBadElementAnywhereIsFound) {
   auto session = testing::LoadAmpcModel(
       "g (float16[3] h0, float16[20000] h1, bfloat16[3] b0, bfloat16[20000] b1, float[3] f0, "

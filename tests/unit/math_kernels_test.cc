@@ -251,6 +251,15 @@ g (uint8[3] x, uint8[3] s) => (uint8[3] l, uint8[3] r) {
   EXPECT_THAT(Values<uint8_t>(out[1]), ElementsAre(8, 1, 0));
 }
 
+TEST_F(MathKernelsTest, ThresholdedReluOfNanIsZeroAsOnnxDefinesIt) {
+  // y = x for x > alpha, else 0: NaN is not > alpha.
+  auto out = Run(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[3] x) => (float[3] y) { y = ThresholdedRelu <alpha = 1.0> (x) })",
+                 {testing::Floats({3}, {NAN, 0.5f, 2.0f})});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(Values<float>(out[0]), (std::vector<float>{0.0f, 0.0f, 2.0f}));
+}
+
 TEST_F(MathKernelsTest, PReluBroadcastsSlopeOverX) {
   auto out = Run(R"(
 <ir_version: 8, opset_import: ["" : 17]>

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/session.h"
@@ -209,7 +210,7 @@ g (float[2,0] x) => (float[2] y) { y = )" +
   }
 }
 
-TEST_F(ReduceKernelsTest, Fp16SumAccumulatesInFp32AndRoundsOnce) {
+TEST_F(ReduceKernelsTest, Fp16SumAccumulatesWideAndRoundsOnce) {
   // 4096 ones: an FP16 accumulator stops at 2048 (2048 + 1 rounds back to 2048); FP32 gives 4096.
   auto ones = Run(R"(<ir_version: 8, opset_import: ["" : 11]>
 g (float16[4096] x) => (float16[1] y) { y = ReduceSum(x) })",
@@ -231,7 +232,7 @@ g (float16[10000] x) => (float16[1] y) { y = ReduceMean(x) })",
   EXPECT_EQ(HalfAt((*mean)[0], 0), 819.0f / 8192.0f);
 }
 
-TEST_F(ReduceKernelsTest, Bf16SumAccumulatesInFp32) {
+TEST_F(ReduceKernelsTest, Bf16SumAccumulatesWide) {
   // BF16 has 8 significant bits: a BF16 accumulator stops at 256; 1000 is exact in BF16.
   Tensor x = Tensor::Host(DType::kBFloat16, {1000});
   for (int i = 0; i < 1000; ++i) x.data<BFloat16>()[i] = BFloat16{FloatToBFloat16(1.0f)};
@@ -240,6 +241,28 @@ g (bfloat16[1000] x) => (bfloat16[1] y) { y = ReduceSum(x) })",
                  {x});
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(BFloat16ToFloat((*out)[0].data<BFloat16>()[0].bits), 1000.0f);
+}
+
+TEST_F(ReduceKernelsTest, Fp32SumsDoNotDriftOverMillionsOfTerms) {
+  // 2^24 + 8192 ones: a float running sum stops at 2^24 (2^24 + 1 rounds back to it); the sum,
+  // 16785408, is a float. Global average pooling sums the same way.
+  constexpr int64_t kCount = (int64_t{1} << 24) + 8192;
+  const std::vector<float> ones(kCount, 1.0f);
+  for (const char* op : {"ReduceSum", "ReduceMean"}) {
+    auto out = Run(absl::StrCat(R"(<ir_version: 8, opset_import: ["" : 11]>
+g (float[16785408] x) => (float[1] y) { y = )",
+                                op, "(x) }"),
+                   {Floats({kCount}, ones)});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(Values<float>((*out)[0])[0],
+              std::string(op) == "ReduceSum" ? static_cast<float>(kCount) : 1.0f)
+        << op;
+  }
+  auto pooled = Run(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, 1, 1, 16785408] x) => (float[1, 1, 1, 1] y) { y = GlobalAveragePool(x) })",
+                    {Floats({1, 1, 1, kCount}, ones)});
+  ASSERT_TRUE(pooled.ok()) << pooled.status();
+  EXPECT_EQ(Values<float>((*pooled)[0])[0], 1.0f);
 }
 
 TEST_F(ReduceKernelsTest, IntegerReductions) {

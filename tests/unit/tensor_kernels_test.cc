@@ -219,6 +219,10 @@ TEST(TensorKernelsTest, SliceClampsAndWalksNegativeSteps) {
   EXPECT_THAT(slice(-1, INT64_MIN, -1), ElementsAre(9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
   EXPECT_THAT(slice(100, -100, -4), ElementsAre(9, 5, 1));
   EXPECT_THAT(slice(5, 2, 1), ElementsAre());
+  // Steps near the int64 limits take one element (the count no longer overflows).
+  EXPECT_THAT(slice(0, 10, INT64_MAX), ElementsAre(0));
+  EXPECT_THAT(slice(9, -100, INT64_MIN), ElementsAre(9));
+  EXPECT_THAT(slice(9, -100, INT64_MIN + 1), ElementsAre(9));
 
   Tensor m = Iota(DType::kFloat, {3, 4});  // rows 0..3, 4..7, 8..11
   OpResult r = RunOp("y = Slice(x, s, e, a)",
@@ -235,6 +239,19 @@ TEST(TensorKernelsTest, SliceClampsAndWalksNegativeSteps) {
                                          I64({1}, {INT64_MIN}), I64({1}, {0}), I64({1}, {-1})});
   ASSERT_RUNS(r);  // an empty axis stays empty with a negative step
   EXPECT_EQ(r.out().shape(), (Shape{0, 2}));
+}
+
+TEST(TensorKernelsTest, ShapesThatOverflowInt64AreErrorsNamingTheAxis) {
+  OpResult r = RunOp("y = Tile(x, r)", {Iota(DType::kInt32, {3}), I64({1}, {INT64_MAX / 2})});
+  EXPECT_THAT(r.status.message(), HasSubstr("axis 0 of 3 repeated"));
+  r = RunOp("y = Pad(x, p)", {Iota(DType::kInt32, {3}), I64({2}, {INT64_MAX, INT64_MAX - 1})});
+  EXPECT_THAT(r.status.message(), HasSubstr("overflow a dimension"));
+  for (const auto& [limit, delta] : {std::pair{1.0f, 1e-30f}, {INFINITY, 1.0f}, {NAN, 1.0f}}) {
+    r = RunOp("y = Range(s, l, d)", {testing::Floats({}, {0.0f}), testing::Floats({}, {limit}),
+                                     testing::Floats({}, {delta})});
+    EXPECT_THAT(r.status.message(), HasSubstr("elements (start, limit and delta give no finite"))
+        << limit << " " << delta;
+  }
 }
 
 TEST(TensorKernelsTest, ExpandAndTile) {
