@@ -64,6 +64,21 @@ int64_t OutputChannels(const onnx::TypeProto* weight) {
   return shape.dim_size() > 0 && shape.dim(0).has_dim_value() ? shape.dim(0).dim_value() : 0;
 }
 
+// The name explain shows and --block-node/--lower-node match: the node's, else GRAPH#INDEX.
+std::string NodeName(const onnx::GraphProto& graph, int i) {
+  const onnx::NodeProto& node = graph.node(i);
+  return node.name().empty() ? absl::StrCat(graph.name(), "#", i) : node.name();
+}
+
+// LayerNormalization with stash_type = 0: mean and variance in the input's type (FOLLOW takes
+// the default, 1: FP32 statistics).
+bool StashesInInputType(const onnx::NodeProto& node) {
+  for (const onnx::AttributeProto& a : node.attribute()) {
+    if (a.name() == "stash_type") return a.i() == 0;
+  }
+  return false;
+}
+
 // A value as the planner sees it: its dtype after upstream decisions, and whether it is a
 // constant (initializer or Constant output), which adopts its consumer's dtype.
 struct Value {
@@ -210,7 +225,7 @@ bool Planner::PlanGraph(const GraphIndex& index, const Scope* outer, bool top_le
     FloatSupport support(node, opsets_, original.inputs);
     index_ = &index;  // again after each subgraph
     NodePlan& plan = plan_.nodes[&node];
-    plan.name = node.name().empty() ? absl::StrCat(graph.name(), "#", i) : node.name();
+    plan.name = NodeName(graph, i);
     plan_.order.push_back(&node);
     if (PlanNode(node, plan.name, support, original, scope, plan)) {
       float input_max = 0;
@@ -294,7 +309,7 @@ int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
   }
   plan.category = options_.policy.Lookup(node.domain(), node.op_type());
   const std::string& source = options_.policy.Source(node.domain(), node.op_type());
-  if (block_ != nullptr && RE2::FullMatch(node.name(), *block_)) {
+  if (block_ != nullptr && RE2::FullMatch(name, *block_)) {
     plan.rule = absl::StrCat("--block-node '", options_.block_node_regex, "'");
     return TensorProto::FLOAT;
   }
@@ -310,7 +325,7 @@ int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
     plan.rule = "first float input already low: dtypes kept";
     return 0;
   }
-  if (lower_ != nullptr && RE2::FullMatch(node.name(), *lower_)) {
+  if (lower_ != nullptr && RE2::FullMatch(name, *lower_)) {
     plan.rule = absl::StrCat("--lower-node '", options_.lower_node_regex, "'");
     return CheckLegality(node, support, options_.low_dtype, plan);
   }
@@ -330,6 +345,12 @@ int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
       return 0;
     case Category::kFollow:
       break;
+  }
+  if (node.op_type() == "LayerNormalization" && StashesInInputType(node)) {
+    plan.rule = absl::StrCat(plan.rule,
+                             "; but stash_type = 0 computes the statistics in the "
+                             "input's type: FP32");
+    return TensorProto::FLOAT;
   }
   int widest = 0;
   for (int slot = 0; slot < node.input_size(); ++slot) {
@@ -391,10 +412,11 @@ float Planner::FlexibleMax(const Value* value) {
 }
 
 bool Planner::AnyConvHasBias(const onnx::GraphProto& graph) const {
-  for (const onnx::NodeProto& node : graph.node()) {
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnx::NodeProto& node = graph.node(i);
     if (node.op_type() == "Conv" && (node.domain().empty() || node.domain() == "ai.onnx") &&
         node.input_size() > 2 && !node.input(2).empty() &&
-        !(block_ != nullptr && RE2::FullMatch(node.name(), *block_))) {
+        !(block_ != nullptr && RE2::FullMatch(NodeName(graph, i), *block_))) {
       return true;
     }
     for (const onnx::AttributeProto& a : node.attribute()) {
@@ -412,7 +434,7 @@ void Planner::SeedVersions(const onnx::GraphProto& graph) {
     const onnx::NodeProto& node = graph.node(i);
     if (IsAmpcVersion(node)) {
       versions_.try_emplace(node.op_type(), AmpcVersionSignature(node, training_),
-                            node.name().empty() ? absl::StrCat(graph.name(), "#", i) : node.name());
+                            NodeName(graph, i));
     }
     for (const onnx::AttributeProto& attribute : node.attribute()) {
       if (attribute.has_g()) SeedVersions(attribute.g());

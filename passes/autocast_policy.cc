@@ -63,7 +63,9 @@ constexpr absl::string_view kFollow[] = {
     "Dropout",
     // comparisons and selections: exact in any precision
     "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "TopK", "ArgMax", "ArgMin",
-    "ReduceMax", "ReduceMin"};
+    "ReduceMax", "ReduceMin",
+    // read only the input's shape: any dtype is exact (missing, they forced an FP32 copy)
+    "Shape", "Size"};
 
 // BF16 has FP32's exponent range, and kernels accumulate in FP32 anyway.
 constexpr absl::string_view kFollowInBf16[] = {"ReduceSum", "ReduceMean", "ReduceSumSquare",
