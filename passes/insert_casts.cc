@@ -110,7 +110,7 @@ void ImportDefaultDomain(onnx::ModelProto& model) {
 
 class GraphRewriter {
  public:
-  GraphRewriter(onnx::GraphProto& graph, const GraphIndex& index, const GraphRewriter* parent,
+  GraphRewriter(onnx::GraphProto& graph, const GraphIndex& index, GraphRewriter* parent,
                 Shared& shared)
       : graph_(graph),
         index_(index),
@@ -142,7 +142,7 @@ class GraphRewriter {
 
   onnx::GraphProto& graph_;
   const GraphIndex& index_;
-  const GraphRewriter* parent_;
+  GraphRewriter* parent_;  // converts the constants its graph defines for this one
   Scope scope_;
   bool top_;
   Shared& shared_;
@@ -301,6 +301,12 @@ const std::string* GraphRewriter::FindConverted(std::string_view name, int dtype
 std::string GraphRewriter::Convert(const std::string& key, const Value& value, int dtype,
                                    const std::string& output_name) {
   if (const std::string* cached = FindConverted(value.name, dtype)) return *cached;
+  // A constant of an enclosing graph is converted there: one copy for every graph that reads it,
+  // placed where the constant is.
+  if (value.constant != nullptr && output_name.empty() && parent_ != nullptr &&
+      !scope_.IsLocal(value.name)) {
+    return parent_->Convert(key, value, dtype, output_name);
+  }
   std::string out;
   if (value.constant != nullptr && output_name.empty()) {
     out = ConvertConstant(key, value, dtype);
