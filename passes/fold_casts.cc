@@ -118,6 +118,10 @@ struct Shared {
   // Names a training step updates or reads: the inference graph reads them through Casts.
   absl::flat_hash_set<std::string> master_weights;
   absl::flat_hash_set<std::string> unread;  // values cast motion took readers from
+  // For the plan (report, explain): planned nodes this run removed, values it retyped.
+  const PrecisionPlan* plan = nullptr;
+  absl::flat_hash_set<const NodeProto*> removed;
+  absl::flat_hash_map<std::string, int> retyped;
 };
 
 // One graph's rewrite, decided while the index points into the graph and applied after.
@@ -515,8 +519,51 @@ absl::StatusOr<bool> RunPhase(onnx::ModelProto& model, Shared& shared,
   Analyze<Analysis>(*model.mutable_graph(), *index, shared, edits);
   const bool changes = std::any_of(edits.begin(), edits.end(), HasChanges);
   if (changes) index.reset();
-  for (GraphEdits& graph_edits : edits) Apply(graph_edits);
+  for (GraphEdits& graph_edits : edits) {
+    for (size_t i = 0; i < graph_edits.deleted.size(); ++i) {
+      const NodeProto* node = &graph_edits.graph->node(static_cast<int>(i));
+      if (graph_edits.deleted[i] && shared.plan != nullptr && shared.plan->nodes.contains(node)) {
+        shared.removed.insert(node);
+      }
+    }
+    for (const auto& [value, dtype] : graph_edits.retyped) shared.retyped[value] = dtype;
+    Apply(graph_edits);
+  }
   return changes;
+}
+
+// The plan says what fold-casts did to planned nodes: a user's Cast folded away, a node that
+// cast motion moved into the low dtype (the report and explain describe the model written).
+void UpdatePlan(PrecisionPlan& plan, const Shared& shared) {
+  for (const NodeProto* node : shared.removed) {
+    NodePlan& p = plan.nodes[node];
+    p.rule = absl::StrCat(p.rule, "; then removed by fold-casts (an exact round trip)");
+  }
+  if (shared.retyped.empty()) return;
+  for (auto& [node, p] : plan.nodes) {
+    auto it = shared.retyped.find(p.first_output);
+    if (it == shared.retyped.end() || p.output_dtypes.empty() || p.output_dtypes[0] == it->second ||
+        shared.removed.contains(node)) {
+      continue;
+    }
+    p.rule = absl::StrCat(p.rule, "; then moved to ", DtypeName(it->second),
+                          " by cast motion (exact for this op)");
+    p.dtype = it->second;
+    p.output_dtypes[0] = it->second;
+  }
+}
+
+absl::StatusOr<bool> RunPhases(onnx::ModelProto& model, Shared& shared) {
+  std::unique_ptr<GraphIndex> index;
+  absl::StatusOr<bool> folded = RunPhase<CastFolder>(model, shared, index);
+  if (!folded.ok() || !shared.may_move) return folded;
+  absl::StatusOr<bool> moved = RunPhase<CastMotion>(model, shared, index);
+  if (!moved.ok()) return moved.status();
+  if (!*moved) return *folded;
+  // Motion leaves identity casts behind, and upcasts without readers.
+  absl::StatusOr<bool> cleaned = RunPhase<CastFolder>(model, shared, index);
+  if (!cleaned.ok()) return cleaned.status();
+  return true;
 }
 
 }  // namespace
@@ -530,16 +577,10 @@ absl::StatusOr<bool> FoldCasts::Run(ModelContext& context) {
       if (pinned && plan.dtype == TensorProto::FLOAT) shared.pinned_fp32.insert(plan.first_output);
     }
   }
-  std::unique_ptr<GraphIndex> index;
-  absl::StatusOr<bool> folded = RunPhase<CastFolder>(context.model, shared, index);
-  if (!folded.ok() || !shared.may_move) return folded;
-  absl::StatusOr<bool> moved = RunPhase<CastMotion>(context.model, shared, index);
-  if (!moved.ok()) return moved.status();
-  if (!*moved) return *folded;
-  // Motion leaves identity casts behind, and upcasts without readers.
-  absl::StatusOr<bool> cleaned = RunPhase<CastFolder>(context.model, shared, index);
-  if (!cleaned.ok()) return cleaned.status();
-  return true;
+  shared.plan = context.plan.get();
+  absl::StatusOr<bool> changed = RunPhases(context.model, shared);
+  if (changed.ok() && context.plan != nullptr) UpdatePlan(*context.plan, shared);
+  return changed;
 }
 
 }  // namespace ampc
