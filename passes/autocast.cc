@@ -530,6 +530,40 @@ void Planner::ResolveDeferred(const GraphIndex& index, std::vector<Deferred>& de
   }
 }
 
+// Constant <value_float = v> and <value_floats = [...]> become the same Constant <value = tensor>,
+// so they are constants as the planner and insert-casts see them (converted at compile time,
+// range-checked) rather than values cast at run time.
+bool StateFloatConstantsAsTensors(onnx::GraphProto& graph) {
+  bool changed = false;
+  for (onnx::NodeProto& node : *graph.mutable_node()) {
+    for (onnx::AttributeProto& a : *node.mutable_attribute()) {
+      if (a.has_g()) changed |= StateFloatConstantsAsTensors(*a.mutable_g());
+      for (onnx::GraphProto& sub : *a.mutable_graphs())
+        changed |= StateFloatConstantsAsTensors(sub);
+    }
+    if (node.op_type() != "Constant" || !(node.domain().empty() || node.domain() == "ai.onnx") ||
+        node.attribute_size() != 1) {
+      continue;
+    }
+    onnx::AttributeProto& a = *node.mutable_attribute(0);
+    if (a.name() != "value_float" && a.name() != "value_floats") continue;
+    TensorProto tensor;
+    tensor.set_data_type(TensorProto::FLOAT);
+    if (a.name() == "value_float") {
+      tensor.add_float_data(a.f());
+    } else {
+      tensor.add_dims(a.floats_size());
+      *tensor.mutable_float_data() = a.floats();
+    }
+    a.Clear();
+    a.set_name("value");
+    a.set_type(onnx::AttributeProto::TENSOR);
+    *a.mutable_t() = std::move(tensor);
+    changed = true;
+  }
+  return changed;
+}
+
 }  // namespace
 
 std::string DtypeName(int elem_type) {
@@ -549,6 +583,7 @@ std::string DtypeName(int elem_type) {
 }
 
 absl::StatusOr<bool> Autocast::Run(ModelContext& context) {
+  const bool normalized = StateFloatConstantsAsTensors(*context.model.mutable_graph());
   auto index = GraphIndex::Build(context.model.graph());
   if (!index.ok()) return index.status();
   auto plan = std::make_shared<PrecisionPlan>();
@@ -567,7 +602,7 @@ absl::StatusOr<bool> Autocast::Run(ModelContext& context) {
   Planner(context, *plan).PlanGraph(**index, nullptr, true);
   context.plan = std::move(plan);
   context.index = *std::move(index);
-  return false;
+  return normalized;
 }
 
 }  // namespace ampc
