@@ -9,6 +9,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "compiler/exit_codes.h"
 #include "compiler/json_file.h"
@@ -45,9 +46,11 @@ struct Range {
   bool Contains(double x) const {
     return (low_open ? x > low : x >= low) && (high_open ? x < high : x <= high);
   }
+  // Bounds with the digits that tell them apart from their neighbours (FLT_MIN is 1.17549435e-38).
   std::string Text() const {
-    if (std::isinf(high)) return absl::StrCat("a number ", low_open ? "> " : ">= ", low);
-    return absl::StrCat("a number in ", low_open ? "(" : "[", low, ", ", high,
+    const auto number = [](double x) { return absl::StrFormat("%.9g", x); };
+    if (std::isinf(high)) return absl::StrCat("a number ", low_open ? "> " : ">= ", number(low));
+    return absl::StrCat("a number in ", low_open ? "(" : "[", number(low), ", ", number(high),
                         high_open ? ")" : "]");
   }
 };

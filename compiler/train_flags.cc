@@ -60,7 +60,7 @@ absl::Status ParseLossScale(const std::string& text, TrainingOptions& options) {
   }
   return UsageError(absl::StrCat(
       "--loss-scale=", text,
-      ": expected dynamic, static:V (V a normal float, 1.17549e-38 to 3.40282e+38) or none"));
+      ": expected dynamic, static:V (V a normal float, 1.17549435e-38 to 3.40282347e+38) or none"));
 }
 
 absl::Status ParseOptimizer(const std::string& text, TrainingOptions& options) {
@@ -115,8 +115,10 @@ absl::Status CheckMomentumFlagsApply(const TrainingOptions& o) {
                     std::any_of(o.groups.begin(), o.groups.end(), [](const auto& group) {
                       return group.optimizer == Optimizer::kMomentum;
                     });
+  // --nesterov=false asks for nothing: only a true one needs the optimizer.
   for (const char* flag : {"momentum", "nesterov"}) {
-    if (FlagGiven(flag) && !used) {
+    const bool asks = std::string(flag) == "momentum" ? FlagGiven(flag) : o.nesterov;
+    if (asks && !used) {
       return UsageError(absl::StrCat("--", flag,
                                      " applies to --optimizer=momentum (or a --train-config group "
                                      "of that optimizer) only"));

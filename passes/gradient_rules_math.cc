@@ -130,9 +130,10 @@ absl::Status PowGrad(GradientContext& c) {
   if (c.NeedsGrad(1)) return c.Error("Pow has a gradient only for a constant exponent");
   // d(a^b)/da = b * a^(b-1)
   GradientBuilder& b = c.b();
-  const std::string exponent = b.Op("Sub", {c.input(1), b.Scalar(1.0, b.ElemType(c.input(1)))});
-  std::string factor = c.input(1);  // the exponent may be an integer: b in a's type
+  // An integer exponent is taken in a's type first: b - 1 of an unsigned 0 would wrap.
+  std::string factor = c.input(1);
   if (b.ElemType(factor) != b.ElemType(c.input(0))) factor = b.Op("CastLike", {factor, c.input(0)});
+  const std::string exponent = b.Op("Sub", {factor, b.Scalar(1.0, b.ElemType(c.input(0)))});
   const std::string slope = b.Op("Mul", {b.Op("Pow", {c.input(0), exponent}), factor});
   absl::StatusOr<std::vector<Dim>> dims = c.DimsOf(c.output(0));
   if (!dims.ok()) return dims.status();

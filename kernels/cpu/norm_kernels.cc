@@ -1,7 +1,7 @@
 // Normalization ops: LayerNormalization, BatchNormalization, InstanceNormalization,
 // LpNormalization, MeanVarianceNormalization and Dropout. Statistics accumulate in FP32 (chunked,
-// reduce::ChunkedSum; BatchNormalization's batch statistics and MeanVarianceNormalization's in
-// FP64) and every output is rounded once to its element type. Pooling lives in
+// reduce::ChunkedSum; MeanVarianceNormalization's in FP64) and every output is rounded once to
+// its element type. Pooling lives in
 // norm_pool_kernels.cc.
 #include <cmath>
 #include <cstdint>
@@ -171,24 +171,20 @@ absl::Status BatchNormTyped(KernelContext& context, const BatchNormShape& s, boo
   std::vector<C>& var = params[3];
   if (training) {  // batch statistics (population variance) replace the inputs for Y
     std::vector<C> running_mean = mean, running_var = var;
-    const double count = static_cast<double>(s.batch * s.inner);
+    // The batch statistics sum as ReduceMean over N and the spatial axes does (the step's
+    // BatchNormalizationGrad gets them from ReduceMean): the same order and chunks, bit for bit.
+    const int64_t count = s.batch * s.inner;
     for (int64_t c = 0; c < s.channels; ++c) {
-      double sum = 0, squares = 0;  // as Moments
-      for (int64_t n = 0; n < s.batch; ++n) {
-        const T* plane = px + (n * s.channels + c) * s.inner;
-        for (int64_t j = 0; j < s.inner; ++j) sum += Compute<T>::Load(plane[j]);
-      }
-      const double batch_mean = sum / count;
-      for (int64_t n = 0; n < s.batch; ++n) {
-        const T* plane = px + (n * s.channels + c) * s.inner;
-        for (int64_t j = 0; j < s.inner; ++j) {
-          const double d = Compute<T>::Load(plane[j]) - batch_mean;
-          squares += d * d;
-        }
-      }
-      const C m = static_cast<C>(batch_mean);
+      auto element = [&](int64_t i) {
+        return Compute<T>::Load(px[((i / s.inner) * s.channels + c) * s.inner + i % s.inner]);
+      };
+      const C m = reduce::ChunkedSum<C>(count, element) / static_cast<C>(count);
+      const C squares = reduce::ChunkedSum<C>(count, [&](int64_t i) {
+        const C d = element(i) - m;
+        return d * d;
+      });
       mean[c] = m;
-      var[c] = static_cast<C>(squares / count);
+      var[c] = squares / static_cast<C>(count);
       running_mean[c] = running_mean[c] * momentum + m * (C{1} - momentum);
       running_var[c] = running_var[c] * momentum + var[c] * (C{1} - momentum);
     }

@@ -281,13 +281,13 @@ absl::Status Range(KernelContext& context) {
                             static_cast<double>(delta));
         }
         // NaN, inf or a count beyond any tensor (casting those to int64 is undefined).
-        if (!(count < 9.2e18)) {
+        if (std::isnan(count) || count >= 9.2e18) {
           status = NodeError(context, absl::StrCat("the output would have ", count,
                                                    " elements (start, limit and delta give no "
                                                    "finite count that fits a tensor)"));
           return;
         }
-        const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
+        const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;  // -inf too
         absl::StatusOr<Tensor*> out = context.Output(0, {n}, context.in(0).dtype());
         if (!out.ok()) {
           status = out.status();

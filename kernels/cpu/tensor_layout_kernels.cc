@@ -335,6 +335,11 @@ absl::Status Pad(KernelContext& context) {
     if (mode != "constant" && dim == 0 && shape[d] > 0) {
       return NodeError(context, absl::StrCat("cannot ", mode, "-pad the empty axis ", d));
     }
+  }
+  // The output first: a shape too large for memory is a node error before any map is built.
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, shape, input.dtype()));
+  for (int d = 0; d < rank; ++d) {
+    const int64_t dim = input.dim(d), before = pads[d];
     for (int64_t i = 0; i < shape[d]; ++i) {
       int64_t src = i - before;
       if (mode == "edge") src = std::clamp<int64_t>(src, 0, dim - 1);
@@ -342,7 +347,6 @@ absl::Status Pad(KernelContext& context) {
       maps[d].push_back(src >= 0 && src < dim ? src * strides[d] : kOutside);
     }
   }
-  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, shape, input.dtype()));
   MappedCopy(context, input.raw(), out->raw(), shape, maps, DTypeSize(input.dtype()), fill.data());
   return absl::OkStatus();
 }

@@ -61,6 +61,10 @@ std::vector<GradientCase> Cases() {
        "e = Constant <value = double {2.5}> ()\n  y = Pow(x, e)",
        {2, 3}},
       {"Pow_integer_exponent", {x}, "e = Constant <value = int64 {3}> ()\n  y = Pow(x, e)", {2, 3}},
+      {"Pow_unsigned_exponent_zero",  // 0 - 1 must not wrap in uint8
+       {Operand::Positive("x", {2, 3})},
+       "e = Constant <value = uint8 {0}> ()\n  y = Pow(x, e)",
+       {2, 3}},
       {"Identity", {x}, "y = Identity(x)", {2, 3}},
       CastCase(),
       {"MatMul", {x, {"w", {3, 4}}}, "y = MatMul(x, w)", {2, 4}},

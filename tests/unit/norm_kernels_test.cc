@@ -202,23 +202,23 @@ g (float[2, 1, 2] x, float[1] s, float[1] b, float[1] m, float[1] v)
   EXPECT_THAT(ValuesOf((*out)[2]), ::testing::ElementsAre(1 * 0.75f + 5 * 0.25f));
 }
 
-TEST(BatchNormalizationTest, BatchStatisticsAccumulateInDouble) {
-  // 2^24 then 1000 ones: a float running sum stays at 2^24; the batch mean is (2^24 + 1000) / 1001
-  // rounded once (momentum 0: the running mean is the batch mean).
-  std::vector<float> x(1001, 1.0f);
-  x[0] = 16777216.0f;
+TEST(BatchNormalizationTest, BatchStatisticsDoNotDriftOverMillionsOfTerms) {
+  // 2^24 + 8192 ones: a float running sum stops at 2^24 (mean 0.9995); the sums add in chunks
+  // as ReduceMean's do, so the batch mean is 1 and the variance 0 (momentum 0: the running
+  // statistics are the batch's).
+  constexpr int64_t kCount = (int64_t{1} << 24) + 8192;
   auto out = RunModel(R"(
 <ir_version: 8, opset_import: ["" : 15]>
-g (float[1001, 1] x, float[1] s, float[1] b, float[1] m, float[1] v)
-    => (float[1001, 1] y, float[1] rm, float[1] rv) {
+g (float[16785408, 1] x, float[1] s, float[1] b, float[1] m, float[1] v)
+    => (float[16785408, 1] y, float[1] rm, float[1] rv) {
   y, rm, rv = BatchNormalization<momentum = 0.0, training_mode = 1>(x, s, b, m, v)
 }
 )",
-                      {Floats({1001, 1}, x), Floats({1}, {1}), Floats({1}, {0}), Floats({1}, {0}),
-                       Floats({1}, {1})});
+                      {Floats({kCount, 1}, std::vector<float>(kCount, 1.0f)), Floats({1}, {1}),
+                       Floats({1}, {0}), Floats({1}, {0}), Floats({1}, {1})});
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_THAT(ValuesOf((*out)[1]),
-              ::testing::ElementsAre(static_cast<float>((16777216.0 + 1000.0) / 1001.0)));
+  EXPECT_THAT(ValuesOf((*out)[1]), ::testing::ElementsAre(1.0f));
+  EXPECT_THAT(ValuesOf((*out)[2]), ::testing::ElementsAre(0.0f));
 }
 
 TEST(BatchNormalizationTest, ParameterOfWrongSizeIsAnError) {

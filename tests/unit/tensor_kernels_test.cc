@@ -246,6 +246,10 @@ TEST(TensorKernelsTest, ShapesThatOverflowInt64AreErrorsNamingTheAxis) {
   EXPECT_THAT(r.status.message(), HasSubstr("axis 0 of 3 repeated"));
   r = RunOp("y = Pad(x, p)", {Iota(DType::kInt32, {3}), I64({2}, {INT64_MAX, INT64_MAX - 1})});
   EXPECT_THAT(r.status.message(), HasSubstr("overflow a dimension"));
+  // A shape that fits int64 but no memory: the node's error before anything is built for it.
+  r = RunOp("y = Pad(x, p)",
+            {Iota(DType::kInt32, {2, 2}), I64({4}, {0, (int64_t{1} << 62) - 2, 0, 0})});
+  EXPECT_THAT(r.status.message(), HasSubstr("bytes"));
   for (const auto& [limit, delta] : {std::pair{1.0f, 1e-30f}, {INFINITY, 1.0f}, {NAN, 1.0f}}) {
     r = RunOp("y = Range(s, l, d)", {testing::Floats({}, {0.0f}), testing::Floats({}, {limit}),
                                      testing::Floats({}, {delta})});

@@ -228,10 +228,10 @@ TEST_F(TrainConfigTest, ScalerErrorsNameTheJsonPath) {
   ExpectError(R"({"scaler": []})", "scaler: expected an object, got array");
   ExpectError(R"({"scaler": {"init": 1}})", "scaler.init: unknown key (expected init_scale,");
   ExpectError(R"({"scaler": {"init_scale": 0}})",
-              "scaler.init_scale: expected a number >= 1.17549e-38, got number 0");
+              "scaler.init_scale: expected a number >= 1.17549435e-38, got number 0");
   // A subnormal scale has an infinite inverse: unscaling would put inf into the weights.
   ExpectError(R"({"scaler": {"init_scale": 1e-40}})",
-              "scaler.init_scale: expected a number >= 1.17549e-38, got number 1e-40");
+              "scaler.init_scale: expected a number >= 1.17549435e-38, got number 1e-40");
   ExpectError(R"({"scaler": {"growth_factor": 1}})",
               "scaler.growth_factor: expected a number > 1, got number 1");
   ExpectError(R"({"scaler": {"backoff_factor": 1}})",
