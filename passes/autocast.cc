@@ -64,7 +64,7 @@ int64_t OutputChannels(const onnx::TypeProto* weight) {
   return shape.dim_size() > 0 && shape.dim(0).has_dim_value() ? shape.dim(0).dim_value() : 0;
 }
 
-// The name explain shows and --block-node/--lower-node match: the node's, else GRAPH#INDEX.
+// The name explain shows: the node's, else GRAPH#INDEX.
 std::string NodeName(const onnx::GraphProto& graph, int i) {
   const onnx::NodeProto& node = graph.node(i);
   return node.name().empty() ? absl::StrCat(graph.name(), "#", i) : node.name();
@@ -295,7 +295,8 @@ int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
     return 0;
   }
   if (support.main_var().empty()) {
-    plan.rule = "no float32 input: dtypes kept";
+    plan.rule = support.main_is_low() ? "first float input already low: dtypes kept"
+                                      : "no float32 input: dtypes kept";
     return 0;
   }
   for (int slot = 0; slot < node.input_size(); ++slot) {
@@ -309,23 +310,11 @@ int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
   }
   plan.category = options_.policy.Lookup(node.domain(), node.op_type());
   const std::string& source = options_.policy.Source(node.domain(), node.op_type());
-  if (block_ != nullptr && RE2::FullMatch(name, *block_)) {
+  if (block_ != nullptr && RE2::FullMatch(node.name(), *block_)) {
     plan.rule = absl::StrCat("--block-node '", options_.block_node_regex, "'");
     return TensorProto::FLOAT;
   }
-  if (support.main_is_low()) {  // the model computes it low already: only FP32 rules change it
-    if (loss) {
-      plan.rule = "loss subgraph: the loss and everything downstream of it stay FP32";
-      return TensorProto::FLOAT;
-    }
-    if (plan.category == Category::kFp32) {
-      plan.rule = absl::StrCat("category FP32 (", source, "); its low inputs are cast up");
-      return TensorProto::FLOAT;
-    }
-    plan.rule = "first float input already low: dtypes kept";
-    return 0;
-  }
-  if (lower_ != nullptr && RE2::FullMatch(name, *lower_)) {
+  if (lower_ != nullptr && RE2::FullMatch(node.name(), *lower_)) {
     plan.rule = absl::StrCat("--lower-node '", options_.lower_node_regex, "'");
     return CheckLegality(node, support, options_.low_dtype, plan);
   }
@@ -416,7 +405,7 @@ bool Planner::AnyConvHasBias(const onnx::GraphProto& graph) const {
     const onnx::NodeProto& node = graph.node(i);
     if (node.op_type() == "Conv" && (node.domain().empty() || node.domain() == "ai.onnx") &&
         node.input_size() > 2 && !node.input(2).empty() &&
-        !(block_ != nullptr && RE2::FullMatch(NodeName(graph, i), *block_))) {
+        !(block_ != nullptr && RE2::FullMatch(node.name(), *block_))) {
       return true;
     }
     for (const onnx::AttributeProto& a : node.attribute()) {
@@ -498,7 +487,8 @@ void Planner::ApplyDtype(const onnx::NodeProto& node, const FloatSupport& suppor
   for (int slot = 0; slot < node.output_size(); ++slot) {
     const bool follows =
         dtype != 0 && support.OutputFollowsMain(slot) &&
-        (support.schema() != nullptr || original.outputs[slot] == TensorProto::FLOAT);
+        (support.schema() != nullptr || original.outputs[slot] == TensorProto::FLOAT ||
+         original.outputs[slot] == 0);  // an op a policy classified: its untyped outputs too
     plan.output_dtypes.push_back(follows ? dtype : original.outputs[slot]);
   }
 }
@@ -523,6 +513,12 @@ void Planner::ResolveDeferred(const GraphIndex& index, std::vector<Deferred>& de
     }
     // Computed in FP16 from constants FP16 cannot hold, it would give inf (the consumers' range
     // checks keep them FP32 then; --clamp clamps the constants instead).
+    if (any && all_low && it->input_max > kFp16Max) {
+      plan_.warnings.push_back(absl::StrFormat(
+          "node '%s' (%s) computes from constants holding |x| = %g > 65504 and stays FP32, but "
+          "its readers compute in FP16: they read inf (--clamp clamps the constants)",
+          plan.name, node.op_type(), it->input_max));
+    }
     if (any && all_low && it->input_max <= kFp16Max &&
         it->support->MainAdmits(options_.low_dtype)) {
       ApplyDtype(node, *it->support, it->original, options_.low_dtype, plan);

@@ -92,9 +92,11 @@ FloatSupport::FloatSupport(const onnx::NodeProto& node, const OpsetVersions& ops
     // A concrete type ("tensor(float)", as Resize's scales) is not a variable.
     if (!IsTypeVariable(*schema_, formal->GetTypeStr())) continue;
     // A node whose first float variable is low already (BatchNormalization in ampc's own output,
-    // its statistics FP32) computes low unless it must be FP32: its FP32 inputs of other
-    // variables stay as they are.
-    main_is_low_ = type != onnx::TensorProto::FLOAT;
+    // its statistics FP32) computes low: its FP32 inputs of other variables stay as they are.
+    if (type != onnx::TensorProto::FLOAT) {
+      main_is_low_ = true;
+      return;
+    }
     main_var_ = formal->GetTypeStr();
     main_types_ = &formal->GetTypes();
     return;

@@ -1,6 +1,7 @@
 // What an op's schema allows, per input and output slot: the autocast pass asks this (as XLA's
 // FloatSupport) instead of guessing from op names. "Main" is the type variable of the node's first
-// float input: the one the node's compute dtype changes; every other variable keeps its dtype.
+// float input, when that input is FP32: the one the node's compute dtype changes; every other
+// variable keeps its dtype.
 #pragma once
 
 #include <onnx/defs/schema.h>
@@ -31,10 +32,10 @@ class FloatSupport {
                const std::vector<int>& input_types);
 
   const onnx::OpSchema* schema() const { return schema_; }
-  // The main type variable; empty when the node has no float input bound to a type variable.
+  // The main type variable; empty when the node has no FP32 input bound to a type variable.
   const std::string& main_var() const { return main_var_; }
-  // Whether the node's first float input bound to a type variable is FP16 or BF16 (the node
-  // computes low as the model states, unless a rule makes it FP32).
+  // Whether the node's first float input bound to a type variable is FP16 or BF16 (then there is
+  // no main variable: the node computes low as the model states).
   bool main_is_low() const { return main_is_low_; }
   // Whether the main variable admits elem type `dtype`.
   bool MainAdmits(int dtype) const;
