@@ -115,16 +115,13 @@ absl::Status CheckMomentumFlagsApply(const TrainingOptions& o) {
                     std::any_of(o.groups.begin(), o.groups.end(), [](const auto& group) {
                       return group.optimizer == Optimizer::kMomentum;
                     });
+  if (used) return absl::OkStatus();
   // --nesterov=false asks for nothing: only a true one needs the optimizer.
-  for (const char* flag : {"momentum", "nesterov"}) {
-    const bool asks = std::string(flag) == "momentum" ? FlagGiven(flag) : o.nesterov;
-    if (asks && !used) {
-      return UsageError(absl::StrCat("--", flag,
-                                     " applies to --optimizer=momentum (or a --train-config group "
-                                     "of that optimizer) only"));
-    }
-  }
-  return absl::OkStatus();
+  const char* flag = FlagGiven("momentum") ? "momentum" : o.nesterov ? "nesterov" : nullptr;
+  if (flag == nullptr) return absl::OkStatus();
+  return UsageError(absl::StrCat(
+      "--", flag,
+      " applies to --optimizer=momentum (or a --train-config group of that optimizer) only"));
 }
 
 }  // namespace

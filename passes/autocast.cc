@@ -154,7 +154,7 @@ class Planner {
   };
 
   bool PlanNode(const onnx::NodeProto& node, const std::string& name, const FloatSupport& support,
-                const NodeTypes& original, Scope& scope, NodePlan& plan);
+                const NodeTypes& original, Scope& scope, NodePlan& plan, float& input_max);
   int DecideByRules(const onnx::NodeProto& node, const std::string& name,
                     const FloatSupport& support, bool loss, NodePlan& plan, bool& deferred);
   int CheckLegality(const onnx::NodeProto& node, const FloatSupport& support, int dtype,
@@ -227,9 +227,8 @@ bool Planner::PlanGraph(const GraphIndex& index, const Scope* outer, bool top_le
     NodePlan& plan = plan_.nodes[&node];
     plan.name = NodeName(graph, i);
     plan_.order.push_back(&node);
-    if (PlanNode(node, plan.name, support, original, scope, plan)) {
-      float input_max = 0;
-      for (const Value* v : inputs_) input_max = std::max(input_max, FlexibleMax(v));
+    float input_max = 0;
+    if (PlanNode(node, plan.name, support, original, scope, plan, input_max)) {
       deferred.push_back(
           Deferred{&node, std::make_unique<FloatSupport>(std::move(support)), original, input_max});
     }
@@ -246,10 +245,11 @@ bool Planner::PlanGraph(const GraphIndex& index, const Scope* outer, bool top_le
   return any_loss;
 }
 
-// Returns whether the decision waits for the node's consumers (all float inputs constant).
+// Returns whether the decision waits for the node's consumers (all float inputs constant); then
+// `input_max` is the largest finite |x| of the constants its inputs come from.
 bool Planner::PlanNode(const onnx::NodeProto& node, const std::string& name,
                        const FloatSupport& support, const NodeTypes& original, Scope& scope,
-                       NodePlan& plan) {
+                       NodePlan& plan, float& input_max) {
   plan.first_output = node.output_size() > 0 ? node.output(0) : "";
   plan.op_type = node.op_type();
   plan.input_dtypes.assign(node.input_size(), 0);
@@ -267,9 +267,8 @@ bool Planner::PlanNode(const onnx::NodeProto& node, const std::string& name,
   ApplyDtype(node, support, original, dtype, plan);
   const bool constant_node = node.op_type() == "Constant" && node.attribute_size() == 1 &&
                              node.attribute(0).name() == "value";
-  float upstream_max = 0;
-  if (deferred && all_flexible) {
-    for (const Value* v : inputs_) upstream_max = std::max(upstream_max, FlexibleMax(v));
+  if (deferred) {
+    for (const Value* v : inputs_) input_max = std::max(input_max, FlexibleMax(v));
   }
   for (int i = 0; i < node.output_size(); ++i) {
     Value& out = scope[node.output(i)];
@@ -277,7 +276,7 @@ bool Planner::PlanNode(const onnx::NodeProto& node, const std::string& name,
     out.constant = constant_node ? &node.attribute(0).t() : nullptr;
     out.flexible = constant_node || (deferred && all_flexible);
     out.loss = loss;
-    out.upstream_max = upstream_max;
+    out.upstream_max = deferred && all_flexible ? input_max : 0;
   }
   return deferred;
 }
@@ -401,8 +400,7 @@ float Planner::FlexibleMax(const Value* value) {
 }
 
 bool Planner::AnyConvHasBias(const onnx::GraphProto& graph) const {
-  for (int i = 0; i < graph.node_size(); ++i) {
-    const onnx::NodeProto& node = graph.node(i);
+  for (const onnx::NodeProto& node : graph.node()) {
     if (node.op_type() == "Conv" && (node.domain().empty() || node.domain() == "ai.onnx") &&
         node.input_size() > 2 && !node.input(2).empty() &&
         !(block_ != nullptr && RE2::FullMatch(node.name(), *block_))) {

@@ -18,6 +18,7 @@
 #include "passes/graph_index.h"
 #include "passes/name_allocator.h"
 #include "passes/precision_plan.h"
+#include "passes/remove_if.h"
 #include "passes/tensor_data.h"
 #include "passes/training_state.h"
 
@@ -134,18 +135,6 @@ struct GraphEdits {
   std::deque<TensorProto> initializers;                  // to add
   absl::flat_hash_set<std::string> dropped_initializers;
 };
-
-// Keeps the elements whose original position `remove` rejects, in order.
-template <typename T, typename Predicate>
-void RemoveIf(google::protobuf::RepeatedPtrField<T>& items, Predicate remove) {
-  int kept = 0;
-  for (int i = 0; i < items.size(); ++i) {
-    if (remove(i)) continue;
-    if (kept != i) items.SwapElements(kept, i);
-    ++kept;
-  }
-  items.DeleteSubrange(kept, items.size() - kept);
-}
 
 void RewireInputs(GraphEdits& edits) {
   onnx::GraphProto& graph = *edits.graph;

@@ -12,6 +12,7 @@
 #include "passes/float_support.h"
 #include "passes/graph_index.h"
 #include "passes/name_allocator.h"
+#include "passes/remove_if.h"
 #include "passes/training_state.h"
 
 namespace ampc {
@@ -445,22 +446,16 @@ void RemoveConvertedConstants(onnx::GraphProto& graph,
   auto unread = [&](const std::string& name) {
     return converted.contains(name) && !reads.contains(name);
   };
-  // SwapElements moves pointers: the kept objects keep their addresses (the plan's keys).
-  auto drop = [](auto* items, auto&& dropped) {
-    int kept = 0;
-    for (int i = 0; i < items->size(); ++i) {
-      if (dropped(items->Get(i))) continue;
-      if (kept != i) items->SwapElements(kept, i);
-      ++kept;
-    }
-    items->DeleteSubrange(kept, items->size() - kept);
-  };
-  drop(graph.mutable_initializer(), [&](const TensorProto& t) { return unread(t.name()); });
-  drop(graph.mutable_node(), [&](const NodeProto& node) {
+  auto* initializers = graph.mutable_initializer();
+  RemoveIf(*initializers, [&](int i) { return unread(initializers->Get(i).name()); });
+  auto* nodes = graph.mutable_node();
+  RemoveIf(*nodes, [&](int i) {
+    const NodeProto& node = nodes->Get(i);
     return node.op_type() == "Constant" && node.domain().empty() && node.output_size() == 1 &&
            unread(node.output(0));
   });
-  drop(graph.mutable_value_info(), [&](const onnx::ValueInfoProto& v) { return unread(v.name()); });
+  auto* infos = graph.mutable_value_info();
+  RemoveIf(*infos, [&](int i) { return unread(infos->Get(i).name()); });
   for (NodeProto& node : *graph.mutable_node()) {
     for (onnx::AttributeProto& attribute : *node.mutable_attribute()) {
       if (attribute.has_g()) RemoveConvertedConstants(*attribute.mutable_g(), converted, reads);

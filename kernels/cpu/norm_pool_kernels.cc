@@ -11,9 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/math_cast.h"
 #include "kernels/cpu/norm_common.h"
 #include "kernels/cpu/pool_plan.h"
+#include "kernels/cpu/reduce_common.h"
 
 namespace ampc {
 namespace {
@@ -270,6 +270,26 @@ absl::Status SumPool(KernelContext& context) {
 enum class GlobalKind { kAverage, kMax, kLp };
 
 // Global pools: one value per (n, c) plane; the output keeps the rank with spatial dims 1.
+// One plane's max, average or Lp norm; sums add as the reductions' do (reduce::ChunkedSum).
+template <GlobalKind kKind, typename T, typename C = typename Compute<T>::type>
+C PoolPlane(const T* x, int64_t n, C p) {
+  if constexpr (kKind == GlobalKind::kMax) {
+    C best = -std::numeric_limits<C>::infinity();
+    for (int64_t j = 0; j < n; ++j) {
+      const C v = Compute<T>::Load(x[j]);
+      if (v > best || IsNan(v)) best = v;
+    }
+    return best;
+  } else if constexpr (kKind == GlobalKind::kLp) {
+    const C sum = reduce::ChunkedSum<C>(
+        n, [&](int64_t j) { return std::pow(std::abs(Compute<T>::Load(x[j])), p); });
+    return std::pow(sum, C{1} / p);
+  } else {
+    return reduce::ChunkedSum<C>(n, [&](int64_t j) { return Compute<T>::Load(x[j]); }) /
+           static_cast<C>(n);
+  }
+}
+
 template <GlobalKind kKind>
 absl::Status GlobalPool(KernelContext& context) {
   const Tensor& x = context.in(0);
@@ -290,28 +310,8 @@ absl::Status GlobalPool(KernelContext& context) {
         .ParallelFor(planes, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, inner)),
                      [&](int64_t begin, int64_t end) {
                        for (int64_t plane = begin; plane < end; ++plane) {
-                         const T* xp = px + plane * inner;
-                         // Sums accumulate in double (a float running sum drifts over a plane).
-                         using A = std::conditional_t<kKind == GlobalKind::kMax, C, double>;
-                         A acc =
-                             kKind == GlobalKind::kMax ? -std::numeric_limits<A>::infinity() : A{0};
-                         for (int64_t j = 0; j < inner; ++j) {
-                           const C v = Compute<T>::Load(xp[j]);
-                           if constexpr (kKind == GlobalKind::kMax) {
-                             if (v > acc || IsNan(v)) acc = v;
-                           } else if constexpr (kKind == GlobalKind::kLp) {
-                             acc += std::pow(std::abs(v), cp);
-                           } else {
-                             acc += v;
-                           }
-                         }
-                         if constexpr (kKind == GlobalKind::kAverage) acc /= static_cast<A>(inner);
-                         if constexpr (kKind == GlobalKind::kLp) acc = std::pow(acc, A{1} / cp);
-                         if constexpr (std::is_same_v<A, double> && kIsHalfLike<T>) {
-                           py[plane] = Compute<T>::Store(DoubleToFloatOdd(acc));  // one rounding
-                         } else {
-                           py[plane] = Compute<T>::Store(static_cast<C>(acc));
-                         }
+                         py[plane] =
+                             Compute<T>::Store(PoolPlane<kKind>(px + plane * inner, inner, cp));
                        }
                      });
   });
