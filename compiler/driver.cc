@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -111,7 +112,10 @@ Flags of ampc run:
   --device=cpu|cuda|auto where to run (default auto: CUDA when usable, else the CPU)
   --tf32                 on a GPU, FP32 MatMul, Gemm and Conv may use TF32 tensor cores
                          (inputs rounded to 10 mantissa bits; also ampc train); default off
-  --threads=N            CPU threads (default 0: one per core)
+  --threads=N            CPU threads (default 0: one per core; at most 1024)
+  --max-tensor-bytes=SIZE  limits of ampc run and train (docs/errors.md): one tensor (default
+  --max-memory=SIZE      16G), tensor memory in use (auto: the machine's), one Loop node's
+  --max-loop-iterations=N  iterations (16777216); SIZE as 4096, 512M or 16G
   --find-nonfinite       when an output holds inf or NaN, run again keeping every float value
                          and name the node where they first appear (and the flag that helps)
 
@@ -266,6 +270,7 @@ absl::Status StageReport(const std::vector<std::string>& models, std::optional<T
           absl::StrCat("--report=", path, ": the report needs a file of its own, not ", model));
     }
   }
+  NoteOutputFile(path);
   return file.emplace(path).Create();
 }
 
@@ -288,6 +293,7 @@ absl::Status StdoutWritten() {
 
 absl::Status Explain(const std::vector<std::string>& args) {
   if (args.size() != 2) return UsageError("usage: ampc explain MODEL [flags]");
+  const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<std::vector<std::unique_ptr<Pass>>> pipeline = BuildPipeline();
   if (!pipeline.ok()) return pipeline.status();
   std::optional<TempFile> report;
@@ -300,6 +306,7 @@ absl::Status Explain(const std::vector<std::string>& args) {
       CompileModel(args[1], loaded->model, *pipeline, summary);
   if (!plan.ok()) return plan.status();
   if (absl::Status s = CheckNotInput(ReportPath(), "--report"); !s.ok()) return s;
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << ExplainTable(summary) << std::flush;
   std::cerr << SummaryLine(summary) << "\n";
   absl::Status status = StdoutWritten();  // a table that did not arrive fails the run
@@ -319,7 +326,7 @@ absl::Status Compile(const std::string& input) {
         absl::StrCat("-o ", output, " is the input file; ampc never overwrites its input"));
   }
   if (!output.empty()) {  // a directory or device is refused before the work, not after
-    if (absl::Status s = CheckWritable(output); !s.ok()) return s;
+    if (absl::Status s = CheckSaveDestination(output); !s.ok()) return s;
   }
   absl::StatusOr<SaveOptions::ExternalData> mode = ExternalDataMode();
   if (!mode.ok()) return mode.status();
@@ -387,10 +394,13 @@ const std::vector<std::string>& FlagsOf(const std::string& command) {
         {"", compile},
         {"explain", explain},
         {"print", {}},
-        {"run", {"input", "output_dir", "device", "threads", "tf32", "find_nonfinite"}},
+        {"run",
+         {"input", "output_dir", "device", "threads", "tf32", "find_nonfinite", "max_tensor_bytes",
+          "max_memory", "max_loop_iterations"}},
         {"train",
          {"data", "batch", "epochs", "lr", "metrics", "save", "resume", "log_every", "seed",
-          "max_consecutive_skips", "capture", "device", "threads", "tf32"}},
+          "max_consecutive_skips", "capture", "device", "threads", "tf32", "max_tensor_bytes",
+          "max_memory", "max_loop_iterations"}},
         {"extract-step", {"output", "with_state"}}};
   }();
   auto it = kFlags->find(command);
@@ -417,8 +427,7 @@ absl::Status Dispatch(const CommandLine& line) {
   const std::vector<std::string>& args = line.positionals;
   if (args.empty()) return UsageError("no input model (see ampc --help)");
   // A word that names no file is a mistyped command rather than a missing model.
-  if (!IsCommand(args[0]) && args[0].find_first_of("./") == std::string::npos &&
-      !std::filesystem::exists(args[0])) {
+  if (!IsCommand(args[0]) && args[0].find_first_of("./") == std::string::npos && !Exists(args[0])) {
     return UsageError(
         absl::StrCat("'", args[0],
                      "' is neither a command (explain, print, run, train, extract-step) nor a "
@@ -474,12 +483,18 @@ absl::Status DispatchCatchingOutOfMemory(const CommandLine& line) {
     return Dispatch(line);
   } catch (const std::bad_alloc&) {  // new[] of a size too large to represent
     return absl::ResourceExhaustedError(OutOfMemoryMessage(model));
+  } catch (const std::exception& e) {  // a library's; never an abort with a core dump
+    return absl::InternalError(absl::StrCat(model.empty() ? "" : model + ": ",
+                                            "ampc bug: uncaught exception: ", e.what(),
+                                            " (please report it with the command line)"));
   }
 }
 
 }  // namespace
 
 int RunCli(int argc, char** argv) {
+  // A closed stdout (`ampc print m.onnx | head -1`) is a write error (exit 3), not SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   absl::StatusOr<CommandLine> line = ScanCommandLine(argc, argv);
   absl::Status status = line.status();
   if (line.ok() && line->help) {

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "compiler/diagnostics.h"
 #include "compiler/report.h"
 #include "compiler/report_totals.h"
 
@@ -37,8 +38,10 @@ std::vector<Row> Rows(const ReportTotals& totals) {
   std::vector<Row> rows;
   for (const PlannedNode& row : totals.rows) {
     const NodePlan& p = *row.plan;
-    rows.push_back({Shorten(p.name, kMaxNameWidth), Shorten(row.op, kMaxOpWidth),
-                    DtypeName(p.dtype), absl::StrCat(p.casts_added), p.rule});
+    // Names come from the model: a newline or ESC in one could forge a line on the terminal.
+    rows.push_back({Shorten(EscapeForDiagnostic(p.name), kMaxNameWidth),
+                    Shorten(EscapeForDiagnostic(row.op), kMaxOpWidth), DtypeName(p.dtype),
+                    absl::StrCat(p.casts_added), EscapeForDiagnostic(p.rule)});
   }
   return rows;
 }
@@ -103,10 +106,12 @@ std::string CastsText(const CompileSummary& summary, const ReportTotals& totals)
 std::string Heading(const CompileSummary& summary) {
   const PrecisionPlan* plan = summary.plan;
   if (plan == nullptr) {
-    return absl::StrCat(summary.input, ": autocast did not run (", summary.no_autocast_because,
+    return absl::StrCat(EscapeForDiagnostic(summary.input), ": autocast did not run (",
+                        EscapeForDiagnostic(summary.no_autocast_because),
                         "): no per-node decisions\n");
   }
-  return absl::StrCat(summary.input, ": low dtype ", DtypeName(plan->low_dtype),
+  return absl::StrCat(EscapeForDiagnostic(summary.input), ": low dtype ",
+                      DtypeName(plan->low_dtype),
                       plan->low_io ? "; --low-io: float graph I/O in the low dtype"
                                    : "; graph I/O keeps its declared types",
                       plan->clamp ? "; --clamp" : "", "\n\n");
@@ -133,7 +138,9 @@ std::string SummaryText(const CompileSummary& summary, const ReportTotals& total
                     HumanBytes(summary.weight_bytes_after), " (", summary.weight_bytes_before,
                     " -> ", summary.weight_bytes_after, " bytes)"));
   item("warnings", totals.warnings.empty() ? "none" : absl::StrCat(totals.warnings.size()));
-  for (const std::string& warning : totals.warnings) absl::StrAppend(&out, "    - ", warning, "\n");
+  for (const std::string& warning : totals.warnings) {
+    absl::StrAppend(&out, "    - ", EscapeForDiagnostic(warning), "\n");
+  }
   return out;
 }
 

@@ -1,14 +1,13 @@
 #include "compiler/external_data.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -80,31 +79,80 @@ absl::StatusOr<ExternalSpan> Locate(const TensorProto& tensor, std::string& pref
   return span;
 }
 
+// The real path (symlinks resolved) of the file open at `fd`; empty when it cannot be told.
+fs::path RealPathOf(int fd) {
+  std::error_code error;
+  fs::path real = fs::read_symlink(absl::StrCat("/proc/self/fd/", fd), error);
+  return error ? fs::path() : real;
+}
+
+fs::path RealPath(const fs::path& path) {
+  std::error_code error;
+  fs::path real = fs::canonical(path.empty() ? fs::path(".") : path, error);
+  return error ? fs::path() : real;
+}
+
+// Whether the canonical path `file` lies under the canonical folder `root`.
+bool Within(const fs::path& file, const fs::path& root) {
+  if (file.empty() || root.empty()) return false;
+  auto [root_end, file_it] = std::mismatch(root.begin(), root.end(), file.begin(), file.end());
+  return root_end == root.end() && file_it != file.end();
+}
+
 class ExternalDataReader {
  public:
   explicit ExternalDataReader(const std::string& model_path) : model_path_(model_path) {
     dir_ = fs::path(model_path).parent_path();
+    // Data may lie after symlinks in the model's folder as given, or in the folder of the model
+    // file's own real path (a hub cache links snapshots/x/model.onnx to ../../blobs/...).
+    roots_ = {RealPath(dir_), RealPath(fs::path(model_path)).parent_path()};
   }
 
   const std::vector<std::string>& files() const { return paths_; }
 
+  // Two tensors read from the same bytes are a malformed file (or a way to make a small model
+  // write a huge output): refused, naming both.
+  absl::Status CheckOverlaps() {
+    for (auto& [real, ranges] : ranges_) {
+      std::sort(ranges.begin(), ranges.end(),
+                [](const Range& a, const Range& b) { return a.offset < b.offset; });
+      for (size_t i = 1; i < ranges.size(); ++i) {
+        const Range &before = ranges[i - 1], &range = ranges[i];
+        if (range.offset >= before.end) continue;
+        return absl::InvalidArgumentError(absl::StrCat(
+            model_path_, ": ", range.tensor, ": external data bytes ", range.offset, "..",
+            range.end, " of '", real.filename().string(), "' overlap those of ", before.tensor,
+            " (bytes ", before.offset, "..", before.end, "); each tensor needs bytes of its own"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Checks where the tensor's data lies (file, bounds) and records its byte range.
+  absl::Status Plan(const TensorProto& tensor, const TensorSite& site) {
+    if (tensor.data_location() != TensorProto::EXTERNAL) return absl::OkStatus();
+    absl::StatusOr<Located> found = Find(tensor, site);
+    if (!found.ok()) return found.status();
+    if (found->span.length > 0) {
+      ranges_[found->file->real].push_back({found->span.offset,
+                                            found->span.offset + found->span.length,
+                                            DescribeTensor(tensor, site)});
+    }
+    return absl::OkStatus();
+  }
+
+  // Reads the data of a tensor Plan accepted into raw_data.
   absl::Status Read(TensorProto& tensor, const TensorSite& site) {
     if (tensor.data_location() != TensorProto::EXTERNAL) return absl::OkStatus();
-    std::string prefix = absl::StrCat(model_path_, ": ", DescribeTensor(tensor, site), ": ");
-    absl::StatusOr<ExternalSpan> span = Locate(tensor, prefix);
-    if (!span.ok()) return span.status();
-    absl::StatusOr<const OpenFile*> file = Open(span->location, prefix);
-    if (!file.ok()) return file.status();
-    uint64_t size = (*file)->size;
-    if (span->offset > size || span->length > size - span->offset) {
-      return absl::InvalidArgumentError(absl::StrCat(prefix, ": file is ", size,
-                                                     " bytes, too short for offset ", span->offset,
-                                                     " + length ", span->length));
-    }
+    absl::StatusOr<Located> found = Find(tensor, site);
+    if (!found.ok()) return found.status();
     std::string* raw = tensor.mutable_raw_data();
-    raw->resize(span->length);
-    if (int err = ReadAt((*file)->fd.get(), raw->data(), span->length, span->offset); err != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(prefix, ": read error: ", ErrnoText(err)));
+    raw->resize(found->span.length);
+    if (int err =
+            ReadAt(found->file->fd.get(), raw->data(), found->span.length, found->span.offset);
+        err != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(found->prefix, ": read error: ", ErrnoText(err)));
     }
     tensor.clear_external_data();
     tensor.clear_data_location();
@@ -115,30 +163,70 @@ class ExternalDataReader {
   struct OpenFile {
     Fd fd;
     uint64_t size = 0;
+    fs::path real;
+  };
+
+  struct Range {
+    uint64_t offset, end;
+    std::string tensor;  // DescribeTensor's words
   };
 
   absl::StatusOr<const OpenFile*> Open(const std::string& location, const std::string& prefix) {
     auto it = files_.find(location);
     if (it != files_.end()) return &it->second;
     std::string full = (dir_ / location).string();
-    Fd fd(::open(full.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-    if (fd.get() < 0 && errno == ENOENT) return absl::NotFoundError(prefix + ": file not found");
-    if (fd.get() < 0) return absl::InvalidArgumentError(prefix + ": " + ErrnoText(errno));
-    struct stat st;
-    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      return absl::InvalidArgumentError(prefix + ": not a regular file");
+    absl::StatusOr<InputFile> opened = OpenInputFile(full);
+    if (absl::IsNotFound(opened.status())) return absl::NotFoundError(prefix + ": file not found");
+    if (!opened.ok()) {  // its message starts with `full`, which `prefix` names already
+      const std::string message(opened.status().message());
+      return absl::InvalidArgumentError(absl::StrCat(prefix, message.substr(full.size())));
+    }
+    Fd fd = std::move(opened->fd);
+    fs::path real = RealPathOf(fd.get());
+    if (real.empty()) real = RealPath(full);  // no /proc
+    if (!Within(real, roots_[0]) && !Within(real, roots_[1])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix, ": a symlink leads to ", real.empty() ? "an unknown place" : real.string(),
+          ", outside the model's folder; ampc reads external data only from there"));
     }
     paths_.push_back(full);
     OpenFile& file = files_[location];
     file.fd = std::move(fd);
-    file.size = static_cast<uint64_t>(st.st_size);
+    file.size = opened->size;
+    file.real = real;
     return &file;
+  }
+
+  struct Located {
+    std::string prefix;  // "MODEL: TENSOR: external data 'LOCATION'"
+    ExternalSpan span;
+    const OpenFile* file = nullptr;
+  };
+
+  absl::StatusOr<Located> Find(const TensorProto& tensor, const TensorSite& site) {
+    Located found;
+    found.prefix = absl::StrCat(model_path_, ": ", DescribeTensor(tensor, site), ": ");
+    absl::StatusOr<ExternalSpan> span = Locate(tensor, found.prefix);
+    if (!span.ok()) return span.status();
+    found.span = *std::move(span);
+    absl::StatusOr<const OpenFile*> file = Open(found.span.location, found.prefix);
+    if (!file.ok()) return file.status();
+    found.file = *file;
+    const uint64_t size = found.file->size;
+    if (found.span.offset > size || found.span.length > size - found.span.offset) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(found.prefix, ": file is ", size, " bytes, too short for offset ",
+                       found.span.offset, " + length ", found.span.length));
+    }
+    return found;
   }
 
   std::string model_path_;
   fs::path dir_;
+  std::array<fs::path, 2> roots_;
   std::map<std::string, OpenFile> files_;
-  std::vector<std::string> paths_;  // of files_, in the order first read
+  std::vector<std::string> paths_;                 // of files_, in the order first read
+  std::map<fs::path, std::vector<Range>> ranges_;  // by real path
 };
 
 void AddEntry(TensorProto& tensor, const std::string& key, const std::string& value) {
@@ -152,6 +240,12 @@ void AddEntry(TensorProto& tensor, const std::string& key, const std::string& va
 absl::StatusOr<std::vector<std::string>> ReadExternalData(const std::string& model_path,
                                                           onnx::ModelProto& model) {
   ExternalDataReader reader(model_path);
+  // Every location and range is checked before any data is read.
+  absl::Status planned = VisitTensors(model, [&](TensorProto& tensor, const TensorSite& site) {
+    return reader.Plan(tensor, site);
+  });
+  if (!planned.ok()) return planned;
+  if (absl::Status s = reader.CheckOverlaps(); !s.ok()) return s;
   absl::Status read = VisitTensors(model, [&](TensorProto& tensor, const TensorSite& site) {
     return reader.Read(tensor, site);
   });

@@ -165,7 +165,7 @@ absl::Status ExtractStepCommand(const std::vector<std::string>& args) {
   const std::string& input = args[1];
   const std::string output = absl::GetFlag(FLAGS_output);
   if (output.empty()) return UsageError("ampc extract-step needs -o STEP (where to write it)");
-  AMPC_RETURN_IF_ERROR(CheckWritable(output));
+  AMPC_RETURN_IF_ERROR(CheckSaveDestination(output));
   if (SameFile(input, output)) {
     return UsageError(
         absl::StrCat("-o ", output, " is the input file; ampc never overwrites its input"));

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -48,25 +49,6 @@ mode_t CurrentUmask() {
 
 }  // namespace
 
-std::string ErrnoText(int err) { return std::generic_category().message(err); }
-
-Fd::~Fd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-int ReadAt(int fd, char* buffer, uint64_t size, uint64_t offset) {
-  while (size > 0) {
-    ssize_t n = ::pread(fd, buffer, size, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
-    if (n == 0) return EIO;
-    buffer += n;
-    offset += static_cast<uint64_t>(n);
-    size -= static_cast<uint64_t>(n);
-  }
-  return 0;
-}
-
 TempFile::~TempFile() {
   if (!name_.empty()) ::unlink(name_.c_str());
 }
@@ -78,6 +60,17 @@ std::vector<std::pair<dev_t, ino_t>>& InputFiles() {
   return *kFiles;
 }
 
+std::vector<std::string>& OutputFiles() {
+  static auto* const kFiles = new std::vector<std::string>;
+  return *kFiles;
+}
+
+bool IsNotedInput(const struct stat& st) {
+  return std::any_of(InputFiles().begin(), InputFiles().end(), [&](const auto& file) {
+    return file.first == st.st_dev && file.second == st.st_ino;
+  });
+}
+
 }  // namespace
 
 void NoteInputFile(const std::string& path) {
@@ -85,20 +78,37 @@ void NoteInputFile(const std::string& path) {
   if (::stat(path.c_str(), &st) == 0) InputFiles().emplace_back(st.st_dev, st.st_ino);
 }
 
+void NoteOutputFile(const std::string& path) {
+  if (!path.empty()) OutputFiles().push_back(path);
+}
+
+bool IsRunFile(const std::string& path) {
+  struct stat st, other;
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) return false;
+  if (IsNotedInput(st)) return true;
+  return std::any_of(OutputFiles().begin(), OutputFiles().end(), [&](const std::string& output) {
+    return ::stat(output.c_str(), &other) == 0 && other.st_dev == st.st_dev &&
+           other.st_ino == st.st_ino;
+  });
+}
+
+void ForgetInputFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return;
+  std::erase_if(InputFiles(), [&](const auto& file) {
+    return file.first == st.st_dev && file.second == st.st_ino;
+  });
+}
+
 absl::Status CheckNotInput(const std::string& path, absl::string_view flag) {
   struct stat st;
   if (path.empty() || ::stat(path.c_str(), &st) != 0) return absl::OkStatus();
-  for (const auto& [dev, ino] : InputFiles()) {
-    if (dev == st.st_dev && ino == st.st_ino) {
-      return UsageError(absl::StrCat(flag, flag.empty() ? "" : " ", path,
-                                     " is an input of this run; ampc never overwrites its input"));
-    }
-  }
-  return absl::OkStatus();
+  if (!IsNotedInput(st)) return absl::OkStatus();
+  return UsageError(absl::StrCat(flag, flag.empty() ? "" : " ", path,
+                                 " is an input of this run; ampc never overwrites its input"));
 }
 
-absl::Status CheckWritable(const std::string& path) {
-  if (absl::Status s = CheckNotInput(path); !s.ok()) return s;
+absl::Status CheckReplaceable(const std::string& path) {
   // The rename that commits would replace a device or FIFO by a regular file (run as root,
   // `-o /dev/null` would have replaced /dev/null), and fail on a directory only after the work.
   struct stat existing;
@@ -109,6 +119,12 @@ absl::Status CheckWritable(const std::string& path) {
         S_ISDIR(existing.st_mode) ? "a directory" : "not a regular file (a device, FIFO or socket)",
         "; ampc writes a new file and renames it into place"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckWritable(const std::string& path) {
+  if (absl::Status s = CheckNotInput(path); !s.ok()) return s;
+  if (absl::Status s = CheckReplaceable(path); !s.ok()) return s;
   const fs::path dir = fs::path(path).parent_path();
   std::error_code error;
   if (!dir.empty() && !fs::is_directory(dir, error)) {
@@ -181,6 +197,7 @@ void RemoveStaleTempFiles(const std::string& final_path) {
       continue;  // not a name TempFile makes
     }
     if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    if (IsRunFile(entry.path().string())) continue;  // named so, but read or written by this run
     ::unlink(entry.path().c_str());
   }
 }

@@ -7,38 +7,33 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "runtime/input_file.h"
 
 namespace ampc {
-
-std::string ErrnoText(int err);
-
-// An owned file descriptor, closed on destruction.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    std::swap(fd_, other.fd_);
-    return *this;
-  }
-  ~Fd();
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
-
-// Reads exactly `size` bytes at `offset`. Returns 0, or errno (EIO at an unexpected end of file).
-int ReadAt(int fd, char* buffer, uint64_t size, uint64_t offset);
 
 // Records a file this run reads (the model, its external data, --input, --policy, a data set):
 // CheckWritable, and so every save, refuses to replace it.
 void NoteInputFile(const std::string& path);
 
+// Records a file this run writes under a name of its own (--metrics, --report); it need not
+// exist yet. No save removes it or writes its data there.
+void NoteOutputFile(const std::string& path);
+
+// Whether `path` is, by inode, a file NoteInputFile or NoteOutputFile recorded: a save must
+// neither remove nor replace it. False when nothing is at `path`.
+bool IsRunFile(const std::string& path);
+
+// Undoes NoteInputFile for `path`: the checkpoint a resumed run read, whose data files the run's
+// own saves replace.
+void ForgetInputFile(const std::string& path);
+
 // A usage error when `path` is a file NoteInputFile recorded (the same file, by inode); the
 // message starts with `flag` ("-o", "--metrics") when given. An empty path is no file.
 absl::Status CheckNotInput(const std::string& path, absl::string_view flag = "");
+
+// Unavailable, naming `path`, when something other than a regular file or symlink is there (a
+// directory, device, FIFO or socket), which a rename into place would fail on or replace.
+absl::Status CheckReplaceable(const std::string& path);
 
 // Unavailable, naming `path`, when a file cannot be written there by renaming a new one into
 // place: `path` is a directory, device, FIFO or socket, or its directory does not exist; the

@@ -1,10 +1,6 @@
 #include "compiler/json_file.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <set>
 #include <vector>
 
@@ -14,6 +10,8 @@
 
 namespace ampc {
 namespace {
+
+constexpr uint64_t kMaxJsonBytes = uint64_t{64} << 20;  // policies and train configs are small
 
 absl::Status Error(const std::string& path, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", message));
@@ -39,21 +37,10 @@ std::string ParserDetail(const std::string& what) {
 
 absl::StatusOr<Json> ReadJsonFile(const std::string& path, absl::string_view flag) {
   NoteInputFile(path);
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    return Error(path, absl::StrCat("cannot open the ", flag, " file: ", ErrnoText(errno)));
-  }
-  std::string text;
-  char buffer[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
-    if (n == 0) return ParseJsonText(path, text);
-    if (n > 0) {
-      text.append(buffer, static_cast<size_t>(n));
-    } else if (errno != EINTR) {
-      return Error(path, absl::StrCat("cannot read the ", flag, " file: ", ErrnoText(errno)));
-    }
-  }
+  absl::StatusOr<std::string> text =
+      ReadSmallFile(path, kMaxJsonBytes, absl::StrCat(flag, " file"));
+  if (!text.ok()) return text.status();
+  return ParseJsonText(path, *text);
 }
 
 absl::StatusOr<Json> ParseJsonText(const std::string& path, const std::string& text) {

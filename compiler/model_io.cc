@@ -1,6 +1,5 @@
 #include "compiler/model_io.h"
 
-#include <fcntl.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/wire_format.h>
@@ -141,8 +140,8 @@ absl::Status ParseModel(int fd, uint64_t size, const std::string& path, onnx::Mo
   }
   if (parsed) return absl::OkStatus();
   if (NestsAtLeast(fd, kMaxNesting)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": subgraphs are nested more deeply than ampc reads (", kMaxNesting,
+    return absl::ResourceExhaustedError(absl::StrCat(
+        path, ": messages are nested more deeply than ampc reads (", kMaxNesting,
         " nested messages, about ", kMaxNesting / 3, " levels of If or Loop inside one another)"));
   }
   std::string message = absl::StrCat(path, ": not a valid ONNX model (protobuf parse failed)");
@@ -153,27 +152,16 @@ absl::Status ParseModel(int fd, uint64_t size, const std::string& path, onnx::Mo
 }
 
 absl::StatusOr<Fd> OpenModelFile(const std::string& path, uint64_t& size) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (fd.get() < 0) {
-    int err = errno;
-    std::string message = absl::StrCat(path, ": cannot open: ", ErrnoText(err));
-    if (err == ENOENT) return absl::NotFoundError(message);
-    return absl::InvalidArgumentError(message);
-  }
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot stat: ", ErrnoText(errno)));
-  }
-  if (S_ISDIR(st.st_mode)) return absl::InvalidArgumentError(path + ": is a directory");
-  if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(path + ": is not a regular file");
-  size = static_cast<uint64_t>(st.st_size);
+  absl::StatusOr<InputFile> file = OpenInputFile(path);
+  if (!file.ok()) return file.status();
+  size = file->size;
   if (size == 0) return absl::InvalidArgumentError(path + ": is empty, not an ONNX model");
   if (size > kMaxInlineBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": is ", size,
         " bytes; a protobuf model must be under 2 GiB (large weights belong in external data)"));
   }
-  return fd;
+  return std::move(file->fd);
 }
 
 absl::Status TextError(const std::string& path) {
@@ -197,7 +185,10 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& path) {
 
   LoadedModel loaded;
   absl::Status parsed = ParseModel(fd->get(), size, path, loaded.model);
-  if (text && (!parsed.ok() || !loaded.model.has_graph())) return TextError(path);
+  // Deeply nested protobuf is mostly printable bytes; its own error says more than "is text".
+  if (text && !absl::IsResourceExhausted(parsed) && (!parsed.ok() || !loaded.model.has_graph())) {
+    return TextError(path);
+  }
   if (!parsed.ok()) return parsed;
   if (!loaded.model.has_graph()) {
     return absl::InvalidArgumentError(path + ": not a valid ONNX model (it has no graph)");
@@ -251,15 +242,20 @@ bool WantsExternalData(const onnx::ModelProto& model, const SaveOptions& options
          static_cast<uint64_t>(std::max<int64_t>(options.inline_limit_bytes, 0));
 }
 
+// Whether a save must leave the file at `path` alone: the input's data, or any other file the
+// run reads or names (IsRunFile).
 bool Kept(const std::string& path, const SaveOptions& options) {
-  return std::any_of(options.keep.begin(), options.keep.end(),
+  return IsRunFile(path) ||
+         std::any_of(options.keep.begin(), options.keep.end(),
                      [&](const std::string& kept) { return SameFile(kept, path); });
 }
 
-// Whether the file at `path` contains `needle` (read in chunks; false when it cannot be read).
+// Whether the file at `path` contains `needle` (read in chunks; false when it cannot be read or
+// is not a regular file: a destination that links to a FIFO must not block the save).
 bool FileContains(const std::string& path, const std::string& needle) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return false;
+  absl::StatusOr<InputFile> file = OpenInputFile(path);
+  if (!file.ok()) return false;
+  const Fd fd = std::move(file->fd);
   std::string window;
   std::string chunk(1 << 20, '\0');
   for (;;) {
@@ -306,7 +302,7 @@ absl::Status SaveWithExternalData(onnx::ModelProto model, const std::string& pat
   if (chosen == names.end()) {
     return absl::UnavailableError(absl::StrCat(path, ": cannot write external data: ", name,
                                                ".data, .alt.data and .alt2.data are all read, by "
-                                               "the model in place or by the input"));
+                                               "the model in place or by this run"));
   }
   const std::string data_name = *chosen;
   ExternalDataWriter data(path, data_name, options.external_min_bytes);
@@ -326,6 +322,11 @@ absl::Status SaveWithExternalData(onnx::ModelProto model, const std::string& pat
 
 absl::Status SaveModel(const onnx::ModelProto& model, const std::string& path,
                        const SaveOptions& options) {
+  if (IsRunFile(path)) {
+    return UsageError(absl::StrCat(path,
+                                   ": cannot write: this run reads it or writes it as "
+                                   "another output; ampc never replaces those"));
+  }
   if (Kept(path, options)) {
     return absl::UnavailableError(
         absl::StrCat(path, ": cannot write: the input model reads its external data from it"));
@@ -352,6 +353,32 @@ std::vector<std::string> FilesASaveMayWrite(const std::string& path,
     also.push_back((fs::path(path).parent_path() / data).string());
   }
   return also;
+}
+
+absl::Status CheckSaveDestination(const std::string& path) {
+  if (absl::Status s = CheckWritable(path); !s.ok()) return s;
+  const std::array<std::string, 3> names = DataNames(fs::path(path));
+  for (const std::string& data : {names[0], names[1]}) {  // the third only when these are read
+    if (absl::Status s = CheckReplaceable((fs::path(path).parent_path() / data).string());
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> DataFilesItReads(const std::string& model, const std::string& target) {
+  std::vector<std::string> files;
+  const fs::path dir = fs::path(target).parent_path();
+  if (!SameFile(
+          fs::path(model).parent_path().empty() ? "." : fs::path(model).parent_path().string(),
+          dir.empty() ? "." : dir.string())) {
+    return files;
+  }
+  for (const std::string& data : DataNames(fs::path(target))) {
+    if (FileContains(model, data)) files.push_back((dir / data).string());
+  }
+  return files;
 }
 
 void NoteInputs(const std::string& path, const LoadedModel& loaded) {

@@ -53,6 +53,15 @@ absl::Status SaveModel(const onnx::ModelProto& model, const std::string& path,
 std::vector<std::string> FilesASaveMayWrite(const std::string& path,
                                             std::vector<std::string> also = {});
 
+// CheckWritable for `path`, and CheckReplaceable for the data files a save to it may write: a
+// directory named OUT.data is refused before any work, not after it.
+absl::Status CheckSaveDestination(const std::string& path);
+
+// The data files a save to `target` may write (FilesASaveMayWrite) that the model file at
+// `model` names, found by scanning its bytes without loading it: a model copied from a
+// checkpoint reads the checkpoint's data.
+std::vector<std::string> DataFilesItReads(const std::string& model, const std::string& target);
+
 // Records the model file at `path` and its external data files as inputs of this run
 // (NoteInputFile): no save may replace them.
 void NoteInputs(const std::string& path, const LoadedModel& loaded);

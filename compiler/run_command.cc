@@ -22,6 +22,7 @@
 #include "compiler/exit_codes.h"
 #include "compiler/file_io.h"
 #include "compiler/model_io.h"
+#include "compiler/run_limits.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "passes/verify_input.h"
 #include "passes/verify_tensors.h"
@@ -63,6 +64,7 @@ absl::StatusOr<Tensor> ReadInputFile(const std::string& path) {
 absl::StatusOr<std::vector<Tensor>> ReadInputs(const Session& session, const std::string& model,
                                                const std::vector<std::string>& specs) {
   std::vector<Tensor> inputs(session.inputs().size());
+  std::vector<bool> given(inputs.size(), false);
   for (const std::string& spec : specs) {
     const size_t eq = spec.find('=');
     if (eq == std::string::npos) {
@@ -78,6 +80,8 @@ absl::StatusOr<std::vector<Tensor>> ReadInputs(const Session& session, const std
           model, ": --input ", name,
           ": the model has no input of that name (its inputs: ", absl::StrJoin(names, ", "), ")"));
     }
+    if (given[slot]) return UsageError(absl::StrCat(model, ": --input ", name, " is given twice"));
+    given[slot] = true;
     AMPC_ASSIGN_OR_RETURN(inputs[slot], ReadInputFile(path));
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -281,8 +285,10 @@ absl::Status ExplainNonFiniteOutputs(const Session& session, const std::vector<T
 }  // namespace
 
 absl::Status CheckThreadsFlag() {
-  if (absl::GetFlag(FLAGS_threads) >= 0) return absl::OkStatus();
-  return UsageError("--threads must be >= 0 (0: one per core)");
+  const int threads = absl::GetFlag(FLAGS_threads);
+  if (threads >= 0 && threads <= kMaxThreads) return absl::OkStatus();
+  return UsageError(
+      absl::StrCat("--threads must be 0 (one per core) to ", kMaxThreads, ", not ", threads));
 }
 
 absl::Status RunModelCommand(const std::vector<std::string>& args,
@@ -290,16 +296,19 @@ absl::Status RunModelCommand(const std::vector<std::string>& args,
   if (args.size() != 2)
     return UsageError("usage: ampc run MODEL --input NAME=FILE ... [--output-dir DIR]");
   AMPC_RETURN_IF_ERROR(CheckThreadsFlag());
+  AMPC_ASSIGN_OR_RETURN(const RunLimits limits, RunLimitsFromFlags());
   const std::string device = absl::GetFlag(FLAGS_device);
   absl::StatusOr<std::unique_ptr<Backend>> chosen =
       CreateBackend(device, absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_tf32));
   if (absl::IsInvalidArgument(chosen.status())) return UsageError(chosen.status().message());
   if (!chosen.ok()) return chosen.status();
   std::unique_ptr<Backend> backend_owner = *std::move(chosen);
+  backend_owner->set_limits(limits);
   const std::string& path = args[1];
   const auto stamp = FileStamp(path);  // before the read: a later change is seen
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
   AMPC_RETURN_IF_ERROR(CheckVersions(loaded.model, path));
+  AMPC_RETURN_IF_ERROR(CheckHasOutputs(loaded.model, path));
   NoteInputs(path, loaded);
   // The same tensor checks as compiling: data that fills its dims, NaN weights said out loud.
   std::vector<std::string> warnings;

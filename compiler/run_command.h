@@ -12,6 +12,9 @@ namespace ampc {
 // A usage error when --threads is negative (run and train share the flag).
 absl::Status CheckThreadsFlag();
 
+// The most CPU threads --threads may ask for: more than any machine ampc runs on has cores.
+inline constexpr int kMaxThreads = 1024;
+
 // `args` are the positionals ("run", MODEL); `inputs` the NAME=FILE values of --input.
 absl::Status RunModelCommand(const std::vector<std::string>& args,
                              const std::vector<std::string>& inputs);

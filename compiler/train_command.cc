@@ -10,6 +10,8 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <system_error>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
@@ -24,6 +26,7 @@
 #include "compiler/lr_schedule.h"
 #include "compiler/model_io.h"
 #include "compiler/run_command.h"
+#include "compiler/run_limits.h"
 #include "compiler/train_flags.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "passes/training_state.h"
@@ -181,14 +184,49 @@ absl::StatusOr<int64_t> MaxConsecutiveSkips(const onnx::ModelProto& model) {
   return PositiveMetadata(model, "ampc.max_consecutive_skips", kDefaultMaxConsecutiveSkips);
 }
 
+// The inference output accuracy reads: the one named "logits", else the first.
+int LogitsOutput(const TrainingSession& session) {
+  for (size_t i = 0; i < session.eval_outputs().size(); ++i) {
+    if (session.eval_outputs()[i].name == "logits") return static_cast<int>(i);
+  }
+  return 0;
+}
+
+// The ignore_index of the training step's classification loss, when it has one.
+std::optional<int64_t> IgnoredLabel(const onnx::ModelProto& model) {
+  if (model.training_info_size() == 0) return std::nullopt;
+  for (const onnx::NodeProto& node : model.training_info(0).algorithm().node()) {
+    if (node.op_type() != "SoftmaxCrossEntropyLoss" &&
+        node.op_type() != "NegativeLogLikelihoodLoss") {
+      continue;
+    }
+    for (const onnx::AttributeProto& attribute : node.attribute()) {
+      if (attribute.name() == "ignore_index") return attribute.i();
+    }
+  }
+  return std::nullopt;
+}
+
+// Labels outside the classes of a logits output declared [N, C] are refused as the data loads,
+// naming the file and sample, rather than at the step that meets them.
+absl::Status CheckLabelsFit(const TrainingSession& session, const DataSplits& data,
+                            std::optional<int64_t> ignored) {
+  if (session.eval_outputs().empty()) return absl::OkStatus();
+  const ValueSpec& logits = session.eval_outputs()[LogitsOutput(session)];
+  if (logits.dims.size() != 2 || logits.dims[1] <= 0) return absl::OkStatus();
+  const Dataset* splits[] = {&data.train, &data.test};
+  for (int i = 0; i < 2; ++i) {
+    const std::string file =
+        data.files.size() == 4 ? data.files[2 * i + 1] : absl::StrCat("--data ", data.description);
+    AMPC_RETURN_IF_ERROR(CheckLabels(*splits[i], logits.dims[1], file, ignored));
+  }
+  return absl::OkStatus();
+}
+
 // Accuracy on the test set: argmax of the logits against the labels.
 absl::StatusOr<double> TestAccuracy(const TrainingSession& session, const Dataset& test,
                                     const Feeding& feeding, int64_t batch) {
-  int logits = -1;
-  for (size_t i = 0; i < session.eval_outputs().size(); ++i) {
-    if (session.eval_outputs()[i].name == "logits") logits = static_cast<int>(i);
-  }
-  if (logits < 0) logits = 0;
+  const int logits = LogitsOutput(session);
   if (feeding.fixed_batch > 0) batch = feeding.fixed_batch;
   int64_t correct = 0, seen = 0;
   std::vector<int64_t> indices;
@@ -227,7 +265,7 @@ class Progress {
   absl::Status OpenMetrics(const std::string& path, bool append) {
     if (path.empty()) return absl::OkStatus();
     AMPC_RETURN_IF_ERROR(CheckNotInput(path));
-    const bool header = !append || !std::filesystem::exists(path);
+    const bool header = !append || !Exists(path);
     metrics_path_ = path;
     metrics_.open(path, append ? std::ios::app : std::ios::trunc);
     if (header) metrics_ << "step,loss,scale,grad_norm,skipped,lr\n";
@@ -397,13 +435,19 @@ absl::StatusOr<std::string> CheckFlags(const std::vector<std::string>& args) {
     return UsageError("--save must not overwrite the input model");
   }
   const std::string metrics = absl::GetFlag(FLAGS_metrics);
-  for (const std::string& other : {args[1], save}) {
+  for (const auto& [other, role] : {std::pair{args[1], "the input model"}, {save, "--save"}}) {
     if (!metrics.empty() && !other.empty() && SameFile(metrics, other)) {
-      return UsageError(absl::StrCat("--metrics=", metrics, " is also the model file ", other));
+      return UsageError(absl::StrCat("--metrics=", metrics, " is ", role, " ", other,
+                                     "; the metrics need a file of their own"));
     }
   }
-  if (!save.empty()) AMPC_RETURN_IF_ERROR(CheckWritable(save));
-  const bool resume = absl::GetFlag(FLAGS_resume) && std::filesystem::exists(save);
+  if (!save.empty()) AMPC_RETURN_IF_ERROR(CheckSaveDestination(save));
+  // Refused before any work; a pipe or device is written to (--metrics /dev/stdout).
+  if (std::error_code error; !metrics.empty() && std::filesystem::is_directory(metrics, error)) {
+    return absl::UnavailableError(
+        absl::StrCat("--metrics=", metrics, ": cannot write: a directory"));
+  }
+  const bool resume = absl::GetFlag(FLAGS_resume) && Exists(save);
   return resume ? save : args[1];
 }
 
@@ -423,6 +467,7 @@ bool HasTrainingModeDropout(const onnx::ModelProto& model) {
 
 absl::Status TrainCommand(const std::vector<std::string>& args) {
   AMPC_ASSIGN_OR_RETURN(const std::string path, CheckFlags(args));
+  AMPC_ASSIGN_OR_RETURN(const RunLimits limits, RunLimitsFromFlags());
   AMPC_ASSIGN_OR_RETURN(DataSplits data, LoadData(absl::GetFlag(FLAGS_data)));
   for (const std::string& file : data.files) NoteInputFile(file);  // no save may replace them
   AMPC_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
@@ -452,16 +497,25 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
        {std::pair{"--save", save}, {"--metrics", absl::GetFlag(FLAGS_metrics)}}) {
     AMPC_RETURN_IF_ERROR(CheckNotInput(file, flag));
   }
+  NoteOutputFile(absl::GetFlag(FLAGS_metrics));
+  // The resumed checkpoint's data files are the ones this run's saves replace.
+  if (resumed) {
+    for (const std::string& data : loaded.data_files) ForgetInputFile(data);
+    // The model given may read the checkpoint's data too (a copy of it): that data stays.
+    for (const std::string& data : DataFilesItReads(args[1], save)) NoteInputFile(data);
+  }
   absl::StatusOr<RunSettings> settings = ReadRunSettings(loaded.model);
   if (!settings.ok()) {
     return absl::Status(settings.status().code(),
                         absl::StrCat(path, ": ", settings.status().message()));
   }
   const auto [base_lr, accumulate, schedule, max_skips] = *std::move(settings);
+  const std::optional<int64_t> ignored_label = IgnoredLabel(loaded.model);
   const std::string device = absl::GetFlag(FLAGS_device);
   AMPC_ASSIGN_OR_RETURN(
       std::unique_ptr<Backend> backend,
       CreateBackend(device, absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_tf32)));
+  backend->set_limits(limits);
   absl::StatusOr<std::unique_ptr<TrainingSession>> created = CreateSession<TrainingSession>(
       std::move(loaded.model), DefaultRegistry(), device, absl::GetFlag(FLAGS_threads), backend,
       [&](absl::string_view why) {
@@ -480,6 +534,7 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
                                      planned.status().message()));
   }
   const Feeding feeding = *std::move(planned);
+  AMPC_RETURN_IF_ERROR(CheckLabelsFit(session, data, ignored_label));
   const int64_t batch = absl::GetFlag(FLAGS_batch);
   if (feeding.fixed_batch > 0 && feeding.fixed_batch != batch) {
     return UsageError(absl::StrCat("the model's input '", feeding.image_input,

@@ -173,14 +173,22 @@ absl::Status CheckVersions(const onnx::ModelProto& model, const std::string& fil
   return CheckOpsets(model, file);
 }
 
+absl::Status CheckHasOutputs(const onnx::ModelProto& model, const std::string& file) {
+  if (model.graph().output_size() > 0) return absl::OkStatus();
+  return Invalid(file,
+                 "the graph declares no outputs, so it computes nothing (name at least "
+                 "one in graph.output)");
+}
+
 absl::StatusOr<bool> VerifyInput::Run(ModelContext& context) {
   if (absl::Status s = CheckVersions(context.model, context.file); !s.ok()) return s;
   if (!context.model.has_graph()) return Invalid(context, "the model has no graph");
+  if (absl::Status s = CheckHasOutputs(context.model, context.file); !s.ok()) return s;
   std::vector<std::string> warnings;
   if (absl::Status s = VerifyTensors(context.model, warnings); !s.ok()) return Prefixed(context, s);
   for (const std::string& warning : warnings)
     context.Warn(absl::StrCat(context.file, ": ", warning));
-  if (absl::Status s = CheckFunctionsDoNotRecurse(context.model); !s.ok()) {
+  if (absl::Status s = CheckFunctionExpansion(context.model); !s.ok()) {
     return Prefixed(context, s);
   }
   if (absl::Status s = CheckAttributeValues(context.model); !s.ok()) return Prefixed(context, s);

@@ -14,6 +14,9 @@ namespace ampc {
 // `file`). `ampc run` and `ampc train`, which do not compile, check this much.
 absl::Status CheckVersions(const onnx::ModelProto& model, const std::string& file);
 
+// The graph declares at least one output (as ONNX Runtime requires); errors start with `file`.
+absl::Status CheckHasOutputs(const onnx::ModelProto& model, const std::string& file);
+
 // training_info: at most one entry (what ampc trains), its graphs pass ONNX's checker in the
 // scope ONNX gives them, and update_binding pairs initializers with algorithm outputs.
 // Errors name the graph; the caller adds the file.

@@ -22,6 +22,16 @@ struct MemoryStats {
   uint64_t planned = 0;       // requests served from the arena of a memory plan
 };
 
+// What one run may use (docs/errors.md, "Resource limits"): checked as tensors are allocated
+// and as loops iterate, so a tiny model cannot take the machine's memory or run forever.
+struct RunLimits {
+  uint64_t max_tensor_bytes = uint64_t{16} << 30;  // one tensor
+  // Live tensors of the backend together; 0: the machine's memory (or its cgroup's limit) on
+  // the CPU, none of ampc's own on a GPU (its allocator reports what does not fit).
+  uint64_t max_memory_bytes = 0;
+  int64_t max_loop_iterations = int64_t{1} << 24;  // one Loop node's iterations, per run of it
+};
+
 // Work a backend recorded once (Backend::BeginCapture ... EndCapture) and replays whole: the same
 // kernels on the same memory, reading whatever that memory holds at each replay (a CUDA Graph).
 class CapturedWork {
@@ -41,8 +51,11 @@ class Backend {
   // Uninitialised memory for `bytes` bytes; a size of 0 still gives a distinct buffer.
   virtual absl::StatusOr<std::shared_ptr<Buffer>> Allocate(size_t bytes) = 0;
 
-  // A tensor of this backend with uninitialised data.
+  // A tensor of this backend with uninitialised data; ResourceExhausted beyond the limits.
   absl::StatusOr<Tensor> NewTensor(DType dtype, Shape shape);
+
+  const RunLimits& limits() const { return limits_; }
+  void set_limits(const RunLimits& limits) { limits_ = limits; }
 
   // Copies between host memory and a tensor of this backend (same byte count).
   virtual absl::Status CopyFromHost(const void* host, Tensor& tensor) = 0;
@@ -86,6 +99,9 @@ class Backend {
  protected:
   friend class Buffer;
   virtual void Release(void* data, size_t bytes) = 0;
+
+ private:
+  RunLimits limits_;
 };
 
 // The tensor's data is host memory (a host tensor, or one of the CPU backend).

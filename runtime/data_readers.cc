@@ -4,16 +4,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
 #include <random>
+#include <type_traits>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/dtype.h"
+#include "runtime/input_file.h"
 #include "runtime/npy.h"
 #include "runtime/status_macros.h"
 #include "runtime/tensor_proto.h"
@@ -29,59 +33,116 @@ absl::Status Bad(const std::string& path, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
 }
 
-// The whole file, decompressed when it is gzip (zlib reads raw files unchanged).
-absl::StatusOr<std::string> ReadMaybeGzip(const std::string& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
-  if (file == nullptr) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::string bytes;
-  char chunk[1 << 16];
-  int n;
-  while ((n = gzread(file, chunk, sizeof(chunk))) > 0) bytes.append(chunk, n);
-  int error = Z_OK;
-  const char* message = n < 0 ? gzerror(file, &error) : nullptr;
-  const std::string reason = message != nullptr ? message : "";
-  gzclose(file);
-  if (n < 0) return Bad(path, absl::StrCat("cannot read: ", reason));
-  return bytes;
+// Deflate's largest expansion is 1032:1; a gzip file declaring more data than that is refused
+// before anything is decompressed.
+constexpr uint64_t kMaxGzipRatio = 1032;
+constexpr uint64_t kMaxTrailingCount = uint64_t{1} << 26;  // trailing bytes counted, at most
+
+uint32_t BigEndian32(const char* p) {
+  const auto* u = reinterpret_cast<const unsigned char*>(p);
+  return (uint32_t{u[0]} << 24) | (uint32_t{u[1]} << 16) | (uint32_t{u[2]} << 8) | uint32_t{u[3]};
 }
 
-uint32_t BigEndian32(const std::string& bytes, size_t offset) {
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data() + offset);
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
-}
+// An IDX file of unsigned bytes, gzip or raw (zlib reads raw files unchanged): Open reads and
+// checks the header; ReadData then reads exactly the bytes it declares, never more.
+class IdxFile {
+ public:
+  static absl::StatusOr<IdxFile> Open(const std::string& path, uint32_t magic, int rank) {
+    AMPC_ASSIGN_OR_RETURN(InputFile file, OpenInputFile(path));
+    gzFile gz = gzdopen(file.fd.get(), "rb");
+    if (gz == nullptr) return Bad(path, "cannot read: out of memory");
+    file.fd.release();  // gzclose closes it
+    IdxFile idx(path, gz, file.size);
+    AMPC_RETURN_IF_ERROR(idx.ReadHeader(magic, rank));
+    return idx;
+  }
+  IdxFile(IdxFile&& other) noexcept
+      : path_(std::move(other.path_)),
+        gz_(std::exchange(other.gz_, nullptr)),
+        size_(other.size_),
+        dims_(std::move(other.dims_)),
+        count_(other.count_) {}
+  ~IdxFile() {
+    if (gz_ != nullptr) gzclose(gz_);
+  }
 
-// The dims of an IDX file of unsigned bytes with `rank` dims, checked against its length.
-absl::StatusOr<Shape> IdxHeader(const std::string& path, const std::string& bytes, uint32_t magic,
-                                int rank) {
-  const size_t header = 4 + 4 * static_cast<size_t>(rank);
-  if (bytes.size() < 4) return Bad(path, "short read: no IDX magic number");
-  if (BigEndian32(bytes, 0) != magic) {
-    return Bad(path,
-               absl::StrFormat("IDX magic number 0x%08x, expected 0x%08x (%s)",
-                               BigEndian32(bytes, 0), magic, rank == 1 ? "labels" : "images"));
+  const Shape& dims() const { return dims_; }
+  uint64_t count() const { return count_; }  // bytes of data
+
+  // Reads the count() bytes of data into `out`; no byte may follow them.
+  absl::Status ReadData(char* out) {
+    AMPC_ASSIGN_OR_RETURN(uint64_t held, Read(out, count_));
+    if (held < count_) {
+      return Bad(path_, absl::StrCat("short read: the header declares ", ShapeString(dims_), " (",
+                                     count_, " bytes of data), the file holds ", held));
+    }
+    uint64_t rest = 0;
+    char scratch[1 << 16];
+    for (uint64_t n = 1; n > 0 && rest < kMaxTrailingCount; rest += n) {
+      AMPC_ASSIGN_OR_RETURN(n, Read(scratch, sizeof scratch));
+    }
+    if (rest == 0) return absl::OkStatus();
+    return Bad(path_, absl::StrCat(rest >= kMaxTrailingCount ? "at least " : "", rest,
+                                   " bytes after the ", ShapeString(dims_), " data"));
   }
-  if (bytes.size() < header) return Bad(path, "short read: the IDX header is cut off");
-  Shape dims;
-  uint64_t count = 1;
-  for (int i = 0; i < rank; ++i) {
-    dims.push_back(BigEndian32(bytes, 4 + 4 * i));
-    count *= static_cast<uint64_t>(dims.back());
+
+ private:
+  IdxFile(std::string path, gzFile gz, uint64_t size)
+      : path_(std::move(path)), gz_(gz), size_(size) {}
+
+  // Reads up to `count` bytes into `out`; how many arrived.
+  absl::StatusOr<uint64_t> Read(char* out, uint64_t count) {
+    uint64_t got = 0;
+    while (got < count) {
+      const int n =
+          gzread(gz_, out + got, static_cast<unsigned>(std::min<uint64_t>(count - got, 1 << 30)));
+      if (n < 0) {
+        int error = Z_OK;
+        const char* message = gzerror(gz_, &error);
+        return Bad(path_, absl::StrCat("cannot read: ", message != nullptr ? message : ""));
+      }
+      if (n == 0) break;
+      got += static_cast<uint64_t>(n);
+    }
+    return got;
   }
-  const uint64_t data = bytes.size() - header;
-  if (data < count) {
-    return Bad(path, absl::StrCat("short read: the header declares ", ShapeString(dims), " (",
-                                  count, " bytes of data), the file holds ", data));
+
+  absl::Status ReadHeader(uint32_t magic, int rank) {
+    char header[16] = {};
+    const uint64_t length = 4 + 4 * static_cast<uint64_t>(rank);
+    AMPC_ASSIGN_OR_RETURN(uint64_t got, Read(header, length));
+    if (got < 4) return Bad(path_, "short read: no IDX magic number");
+    if (BigEndian32(header) != magic) {
+      return Bad(path_,
+                 absl::StrFormat("IDX magic number 0x%08x, expected 0x%08x (%s)",
+                                 BigEndian32(header), magic, rank == 1 ? "labels" : "images"));
+    }
+    if (got < length) return Bad(path_, "short read: the IDX header is cut off");
+    count_ = 1;
+    for (int i = 0; i < rank; ++i) {
+      dims_.push_back(BigEndian32(header + 4 + 4 * i));
+      if (__builtin_mul_overflow(count_, static_cast<uint64_t>(dims_.back()), &count_)) {
+        count_ = UINT64_MAX;
+      }
+    }
+    const uint64_t most = size_ * (gzdirect(gz_) ? 1 : kMaxGzipRatio);
+    if (count_ <= most) return absl::OkStatus();
+    return Bad(path_,
+               absl::StrCat("the header declares ", ShapeString(dims_), " (", count_,
+                            " bytes of data); a file of ", size_, " bytes cannot hold that many"));
   }
-  if (data > count) {
-    return Bad(path, absl::StrCat(data - count, " bytes after the ", ShapeString(dims), " data"));
-  }
-  return dims;
-}
+
+  std::string path_;
+  gzFile gz_;
+  uint64_t size_;
+  Shape dims_;
+  uint64_t count_ = 0;
+};
 
 // First of `dir/name.gz` and `dir/name` that exists (the .gz when neither does, for the error).
 std::string IdxPath(const std::string& dir, const std::string& name) {
   const std::filesystem::path base = std::filesystem::path(dir) / name;
-  if (!std::filesystem::exists(base.string() + ".gz") && std::filesystem::exists(base)) {
+  if (!Exists(base.string() + ".gz") && Exists(base.string())) {
     return base.string();
   }
   return base.string() + ".gz";
@@ -112,6 +173,23 @@ absl::StatusOr<DataSplits> LoadIdxDir(const std::string& label, const std::strin
   return splits;
 }
 
+absl::Status CountsMatch(int64_t image_count, const std::string& images, int64_t label_count,
+                         const std::string& labels) {
+  if (image_count != label_count) {
+    return absl::InvalidArgumentError(absl::StrCat(images, " holds ", image_count, " images but ",
+                                                   labels, " holds ", label_count, " labels"));
+  }
+  return absl::OkStatus();
+}
+
+// Images and labels of one count, at least one sample, finite images.
+absl::StatusOr<Dataset> CheckCounts(Dataset data, const std::string& images,
+                                    const std::string& labels) {
+  AMPC_RETURN_IF_ERROR(CheckFinite(data.images, images));
+  AMPC_RETURN_IF_ERROR(CountsMatch(data.images.dim(0), images, data.labels.dim(0), labels));
+  return data;
+}
+
 // A dataset of images and labels read from the files `images` and `labels` (named in errors):
 // images uint8 or float32 [N, ...], labels of any integer type [N], N the same.
 absl::StatusOr<Dataset> DatasetOf(Tensor images_tensor, const std::string& images,
@@ -128,55 +206,80 @@ absl::StatusOr<Dataset> DatasetOf(Tensor images_tensor, const std::string& image
                                     ShapeString(raw_labels.shape())));
   }
   data.labels = Tensor::Host(DType::kInt64, raw_labels.shape());
+  int64_t too_large = -1;  // the first unsigned label beyond int64
   const bool integer = Dispatch<AMPC_INT_TYPES>(raw_labels.dtype(), [&]<typename T>() {
     for (int64_t i = 0; i < raw_labels.size(); ++i) {
-      data.labels.data<int64_t>()[i] = static_cast<int64_t>(raw_labels.data<T>()[i]);
+      const T label = raw_labels.data<T>()[i];
+      if constexpr (std::is_unsigned_v<T> && sizeof(T) == 8) {
+        if (label > static_cast<T>(INT64_MAX) && too_large < 0) too_large = i;
+      }
+      data.labels.data<int64_t>()[i] = static_cast<int64_t>(label);
     }
   });
   if (!integer) {
     return Bad(labels,
                absl::StrCat("labels must be integers, not ", DTypeName(raw_labels.dtype())));
   }
-  AMPC_RETURN_IF_ERROR(CheckFinite(data.images, images));
-  if (data.images.dim(0) != data.labels.dim(0)) {
-    return absl::InvalidArgumentError(absl::StrCat(images, " holds ", data.images.dim(0),
-                                                   " images but ", labels, " holds ",
-                                                   data.labels.dim(0), " labels"));
+  if (too_large >= 0) {
+    return Bad(labels, absl::StrCat("sample ", too_large, " has label ",
+                                    raw_labels.data<uint64_t>()[too_large],
+                                    ", which is not a class index"));
   }
-  return data;
+  return CheckCounts(std::move(data), images, labels);
+}
+
+}  // namespace
+
+namespace {
+
+absl::StatusOr<Tensor> ReadImages(IdxFile& file) {
+  Tensor images = Tensor::Host(DType::kUint8, file.dims());
+  AMPC_RETURN_IF_ERROR(file.ReadData(static_cast<char*>(images.raw())));
+  return images;
+}
+
+absl::StatusOr<Tensor> ReadLabels(IdxFile& file) {
+  std::string bytes(file.count(), '\0');
+  AMPC_RETURN_IF_ERROR(file.ReadData(bytes.data()));
+  Tensor labels = Tensor::Host(DType::kInt64, file.dims());
+  for (int64_t i = 0; i < labels.size(); ++i) {
+    labels.data<int64_t>()[i] = static_cast<unsigned char>(bytes[i]);
+  }
+  return labels;
 }
 
 }  // namespace
 
 absl::StatusOr<Tensor> ReadIdxImages(const std::string& path) {
-  AMPC_ASSIGN_OR_RETURN(std::string bytes, ReadMaybeGzip(path));
-  AMPC_ASSIGN_OR_RETURN(Shape dims, IdxHeader(path, bytes, kIdxImagesMagic, 3));
-  Tensor images = Tensor::Host(DType::kUint8, dims);
-  std::memcpy(images.raw(), bytes.data() + 16, images.bytes());
-  return images;
+  AMPC_ASSIGN_OR_RETURN(IdxFile file, IdxFile::Open(path, kIdxImagesMagic, 3));
+  return ReadImages(file);
 }
 
 absl::StatusOr<Tensor> ReadIdxLabels(const std::string& path) {
-  AMPC_ASSIGN_OR_RETURN(std::string bytes, ReadMaybeGzip(path));
-  AMPC_ASSIGN_OR_RETURN(Shape dims, IdxHeader(path, bytes, kIdxLabelsMagic, 1));
-  Tensor labels = Tensor::Host(DType::kInt64, dims);
-  for (int64_t i = 0; i < labels.size(); ++i) {
-    labels.data<int64_t>()[i] = static_cast<unsigned char>(bytes[8 + i]);
-  }
-  return labels;
+  AMPC_ASSIGN_OR_RETURN(IdxFile file, IdxFile::Open(path, kIdxLabelsMagic, 1));
+  return ReadLabels(file);
 }
 
 absl::StatusOr<Dataset> ReadIdxDataset(const std::string& images, const std::string& labels) {
+  // Both headers first: counts that differ are refused before any data is read.
+  AMPC_ASSIGN_OR_RETURN(IdxFile image_file, IdxFile::Open(images, kIdxImagesMagic, 3));
+  AMPC_ASSIGN_OR_RETURN(IdxFile label_file, IdxFile::Open(labels, kIdxLabelsMagic, 1));
+  AMPC_RETURN_IF_ERROR(CountsMatch(image_file.dims()[0], images, label_file.dims()[0], labels));
   Dataset data;
-  AMPC_ASSIGN_OR_RETURN(data.images, ReadIdxImages(images));
-  AMPC_ASSIGN_OR_RETURN(data.labels, ReadIdxLabels(labels));
-  AMPC_RETURN_IF_ERROR(CheckFinite(data.images, images));
-  if (data.images.dim(0) != data.labels.dim(0)) {
-    return absl::InvalidArgumentError(absl::StrCat(images, " holds ", data.images.dim(0),
-                                                   " images but ", labels, " holds ",
-                                                   data.labels.dim(0), " labels"));
+  AMPC_ASSIGN_OR_RETURN(data.images, ReadImages(image_file));
+  AMPC_ASSIGN_OR_RETURN(data.labels, ReadLabels(label_file));
+  return CheckCounts(std::move(data), images, labels);
+}
+
+absl::Status CheckLabels(const Dataset& data, int64_t classes, const std::string& file,
+                         std::optional<int64_t> ignored) {
+  const int64_t* labels = data.labels.data<int64_t>();
+  for (int64_t i = 0; i < data.labels.size(); ++i) {
+    if ((labels[i] >= 0 && labels[i] < classes) || labels[i] == ignored) continue;
+    return Bad(file, absl::StrCat("sample ", i, " has label ", labels[i], "; the model has ",
+                                  classes, " classes (labels 0 to ", classes - 1, ")"));
   }
-  return data;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Dataset> ReadNpyDataset(const std::string& images, const std::string& labels) {
@@ -228,11 +331,18 @@ absl::Status CheckDataSpec(const std::string& spec) {
                    ": expected fashion-mnist[:DIR], mnist:DIR, npy:DIR, pb:DIR or synthetic[:N]"));
 }
 
-absl::StatusOr<DataSplits> LoadData(const std::string& spec) {
-  if (absl::Status s = CheckDataSpec(spec); !s.ok()) return s;
-  const size_t colon = spec.find(':');
-  const std::string kind = spec.substr(0, colon);
-  const std::string arg = colon == std::string::npos ? "" : spec.substr(colon + 1);
+namespace {
+
+// A training set needs samples (an empty test set only has no accuracy to print).
+absl::StatusOr<DataSplits> WithTrainingSamples(absl::StatusOr<DataSplits> splits) {
+  if (splits.ok() && splits->train.size() == 0 && !splits->files.empty()) {
+    return Bad(splits->files[0], "holds no samples (its first dim is 0); training needs some");
+  }
+  return splits;
+}
+
+// The data sets read from files: fashion-mnist, mnist, npy or pb (CheckDataSpec passed).
+absl::StatusOr<DataSplits> LoadFiles(const std::string& kind, const std::string& arg) {
   if (kind == "fashion-mnist") return LoadIdxDir(kind, arg.empty() ? kFashionMnistDir : arg);
   if (kind == "mnist" && !arg.empty()) return LoadIdxDir(kind, arg);
   if ((kind == "npy" || kind == "pb") && !arg.empty()) {
@@ -250,7 +360,18 @@ absl::StatusOr<DataSplits> LoadData(const std::string& spec) {
                                       splits.test.size(), " test");
     return splits;
   }
-  int64_t count = 2048;  // what is left is synthetic[:N], N checked by CheckDataSpec
+  return absl::InternalError(absl::StrCat("unchecked --data kind '", kind, "'"));
+}
+
+}  // namespace
+
+absl::StatusOr<DataSplits> LoadData(const std::string& spec) {
+  if (absl::Status s = CheckDataSpec(spec); !s.ok()) return s;
+  const size_t colon = spec.find(':');
+  const std::string kind = spec.substr(0, colon);
+  const std::string arg = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  if (kind != "synthetic") return WithTrainingSamples(LoadFiles(kind, arg));
+  int64_t count = 2048;  // synthetic[:N], N checked by CheckDataSpec
   if (!arg.empty() && !absl::SimpleAtoi(arg, &count)) return absl::InternalError("unchecked N");
   DataSplits splits{
       SyntheticDataset(count, 1), SyntheticDataset(std::max<int64_t>(count / 4, 1), 2), "", {}};

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -40,6 +41,11 @@ absl::StatusOr<Dataset> ReadIdxDataset(const std::string& images, const std::str
 absl::StatusOr<Dataset> ReadNpyDataset(const std::string& images, const std::string& labels);
 // The same from ONNX TensorProto .pb files (runtime/tensor_proto.h).
 absl::StatusOr<Dataset> ReadPbDataset(const std::string& images, const std::string& labels);
+
+// Every label of `data` in [0, classes) or equal to `ignored` (a loss's ignore_index, when it
+// has one); the error names `file` and the first sample outside.
+absl::Status CheckLabels(const Dataset& data, int64_t classes, const std::string& file,
+                         std::optional<int64_t> ignored = std::nullopt);
 
 // `count` float32 [28, 28] images of 10 classes: each class a fixed random pattern, each sample
 // its class's pattern plus uniform noise, clamped to [0, 1]; labels uniform. Deterministic in

@@ -45,7 +45,7 @@ bool ShouldFallBackToCpu(const std::string& device, const Backend& backend,
 // SessionT::Create (Session or TrainingSession) of `model` on `backend`, which CreateBackend made
 // for `device`. With "auto", a model the CUDA backend cannot run (a node without a CUDA kernel)
 // is created on a new CPU backend of `threads` threads instead, which replaces `backend`, after
-// `note(why)`. The model is copied only where that fallback can happen.
+// `note(why)`, with the same limits. The model is copied only where that fallback can happen.
 template <typename SessionT, typename Note>
 absl::StatusOr<std::unique_ptr<SessionT>> CreateSession(onnx::ModelProto model,
                                                         const KernelRegistry& registry,
@@ -58,7 +58,9 @@ absl::StatusOr<std::unique_ptr<SessionT>> CreateSession(onnx::ModelProto model,
   absl::StatusOr<std::unique_ptr<SessionT>> session = SessionT::Create(model, registry, *backend);
   if (session.ok() || !ShouldFallBackToCpu(device, *backend, session.status())) return session;
   note(session.status().message());
+  const RunLimits limits = backend->limits();
   AMPC_ASSIGN_OR_RETURN(backend, CreateBackend("cpu", threads));
+  backend->set_limits(limits);
   return SessionT::Create(std::move(model), registry, *backend);
 }
 

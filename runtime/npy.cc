@@ -1,14 +1,14 @@
 #include "runtime/npy.h"
 
+#include <algorithm>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "runtime/input_file.h"
 
 namespace ampc {
 namespace {
@@ -24,6 +24,9 @@ constexpr Descr kDescrs[] = {
     {"<i8", DType::kInt64},  {"|u1", DType::kUint8},   {"<u2", DType::kUint16},
     {"<u4", DType::kUint32}, {"<u8", DType::kUint64},  {"|b1", DType::kBool},
 };
+
+// numpy itself refuses headers over 10,000 bytes unless told otherwise; this leaves room.
+constexpr uint64_t kMaxHeaderBytes = 1 << 20;
 
 struct NpyHeader {
   std::string descr;
@@ -104,30 +107,48 @@ absl::Status Bad(const std::string& path, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": not a readable .npy file: ", what));
 }
 
-}  // namespace
-
-absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return Bad(path, "bad magic");
-  const int major = static_cast<unsigned char>(bytes[6]);
-  size_t header_len, offset;
+// Where the header dict lies: after the magic, the version and its 2- or 4-byte length.
+absl::Status ReadPreamble(const InputFile& file, const std::string& path, uint64_t& offset,
+                          uint64_t& header_len) {
+  char pre[12] = {};
+  const uint64_t have = std::min<uint64_t>(file.size, sizeof pre);
+  if (int err = ReadAt(file.fd.get(), pre, have, 0); err != 0) {
+    return Bad(path, absl::StrCat("read error: ", ErrnoText(err)));
+  }
+  if (have < 10 || std::memcmp(pre, "\x93NUMPY", 6) != 0) return Bad(path, "bad magic");
+  const int major = static_cast<unsigned char>(pre[6]);
   if (major == 1) {
-    header_len = static_cast<unsigned char>(bytes[8]) | static_cast<unsigned char>(bytes[9]) << 8;
+    header_len = static_cast<unsigned char>(pre[8]) | static_cast<unsigned char>(pre[9]) << 8;
     offset = 10;
   } else if (major == 2 || major == 3) {
-    if (bytes.size() < 12) return Bad(path, "short header");
+    if (have < 12) return Bad(path, "short header");
     uint32_t len;
-    std::memcpy(&len, bytes.data() + 8, 4);
+    std::memcpy(&len, pre + 8, 4);
     header_len = len;
     offset = 12;
   } else {
     return Bad(path, absl::StrCat("format version ", major));
   }
-  if (bytes.size() < offset + header_len) return Bad(path, "short header");
-  absl::StatusOr<NpyHeader> header =
-      HeaderParser(absl::string_view(bytes).substr(offset, header_len)).Parse();
+  if (header_len > kMaxHeaderBytes) {
+    return Bad(path, absl::StrCat("a header of ", header_len, " bytes (numpy writes under ",
+                                  kMaxHeaderBytes, ")"));
+  }
+  if (file.size < offset + header_len) return Bad(path, "short header");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
+  absl::StatusOr<InputFile> file = OpenInputFile(path);
+  if (!file.ok()) return file.status();
+  uint64_t offset = 0, header_len = 0;
+  if (absl::Status s = ReadPreamble(*file, path, offset, header_len); !s.ok()) return s;
+  std::string text(header_len, '\0');
+  if (int err = ReadAt(file->fd.get(), text.data(), header_len, offset); err != 0) {
+    return Bad(path, absl::StrCat("read error: ", ErrnoText(err)));
+  }
+  absl::StatusOr<NpyHeader> header = HeaderParser(text).Parse();
   if (!header.ok()) return Bad(path, std::string(header.status().message()));
   std::string& descr = header->descr;
   if (!descr.empty() && descr[0] == '=') descr[0] = '<';  // native order on a little-endian host
@@ -140,13 +161,17 @@ absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
   const Shape& shape = header->shape;
   absl::StatusOr<size_t> needed = CheckedBytes(dtype, shape);
   if (!needed.ok()) return Bad(path, std::string(needed.status().message()));
-  const size_t data_offset = offset + header_len;
-  if (bytes.size() - data_offset != *needed) {
+  const uint64_t data_offset = offset + header_len;
+  if (file->size - data_offset != *needed) {  // checked before the data is allocated or read
     return Bad(path, absl::StrCat("shape ", ShapeString(shape), " needs ", *needed,
-                                  " bytes of data, the file has ", bytes.size() - data_offset));
+                                  " bytes of data, the file has ", file->size - data_offset));
   }
   Tensor tensor = Tensor::Host(dtype, shape);
-  std::memcpy(tensor.raw(), bytes.data() + data_offset, tensor.bytes());
+  if (int err =
+          ReadAt(file->fd.get(), static_cast<char*>(tensor.raw()), tensor.bytes(), data_offset);
+      err != 0) {
+    return Bad(path, absl::StrCat("read error: ", ErrnoText(err)));
+  }
   return tensor;
 }
 

@@ -100,7 +100,7 @@ absl::Status CheckArity(const onnx::GraphProto& graph, const std::map<std::strin
 absl::Status CheckAndInferTypes(onnx::ModelProto& m) {
   absl::flat_hash_map<std::string, int32_t> declared;
   AMPC_RETURN_IF_ERROR(CheckArity(m.graph(), OpsetsOf(m)));
-  AMPC_RETURN_IF_ERROR(CheckFunctionsDoNotRecurse(m));  // inference would expand them forever
+  AMPC_RETURN_IF_ERROR(CheckFunctionExpansion(m));  // inference would expand them forever
   if (absl::Status s = CheckAttributeValues(m); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("invalid model: ", s.message()));
   }

@@ -1,7 +1,11 @@
 #include "runtime/tensor.h"
 
-#include <cstring>
+#include <unistd.h>
 
+#include <cstring>
+#include <fstream>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/backend.h"
@@ -53,9 +57,45 @@ std::string Tensor::TypeString() const {
   return absl::StrCat(DTypeName(dtype_), ShapeString(shape_));
 }
 
+namespace {
+
+// Physical memory, or the cgroup v2 limit when it is lower; read once.
+uint64_t MachineMemory() {
+  static const uint64_t memory = [] {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    uint64_t bytes = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * page : UINT64_MAX;
+    std::ifstream cgroup("/sys/fs/cgroup/memory.max");
+    std::string text;
+    uint64_t limit = 0;
+    if (cgroup >> text && absl::SimpleAtoi(text, &limit) && limit > 0 && limit < bytes) {
+      bytes = limit;
+    }
+    return bytes;
+  }();
+  return memory;
+}
+
+}  // namespace
+
 absl::StatusOr<Tensor> Backend::NewTensor(DType dtype, Shape shape) {
   absl::StatusOr<size_t> bytes = CheckedBytes(dtype, shape);
   if (!bytes.ok()) return bytes.status();
+  if (*bytes > limits_.max_tensor_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("a tensor ", DTypeName(dtype), ShapeString(shape), " of ", *bytes,
+                     " bytes is over the limit of ", limits_.max_tensor_bytes,
+                     " bytes per tensor (--max-tensor-bytes)"));
+  }
+  const uint64_t live = memory_stats().live_bytes;
+  const uint64_t max_memory = limits_.max_memory_bytes != 0 ? limits_.max_memory_bytes
+                              : name() == "cpu"             ? MachineMemory()
+                                                            : UINT64_MAX;
+  if (*bytes > max_memory || live > max_memory - *bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("a tensor ", DTypeName(dtype), ShapeString(shape), " of ", *bytes,
+                     " bytes with ", live, " bytes in use is over the limit of ", max_memory,
+                     " bytes of tensor memory (--max-memory)"));
+  }
   absl::StatusOr<std::shared_ptr<Buffer>> buffer = Allocate(*bytes);
   if (!buffer.ok()) return buffer.status();
   return Tensor(dtype, std::move(shape), *std::move(buffer));

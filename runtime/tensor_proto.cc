@@ -1,11 +1,14 @@
 #include "runtime/tensor_proto.h"
 
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+
+#include <climits>
 #include <cstring>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "passes/tensor_data.h"
 #include "runtime/attributes.h"
+#include "runtime/input_file.h"
 
 namespace ampc {
 
@@ -39,10 +42,15 @@ absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto) {
 }
 
 absl::StatusOr<Tensor> ReadTensorProtoFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  absl::StatusOr<InputFile> file = OpenInputFile(path);
+  if (!file.ok()) return file.status();
+  if (file->size > static_cast<uint64_t>(INT_MAX)) {  // protobuf's limit on one message
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": is ", file->size, " bytes; a TensorProto file must be under 2 GiB (use .npy)"));
+  }
   onnx::TensorProto proto;
-  if (!proto.ParseFromIstream(&in)) {
+  google::protobuf::io::FileInputStream input(file->fd.get());
+  if (!proto.ParseFromZeroCopyStream(&input)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a TensorProto"));
   }
   absl::StatusOr<Tensor> tensor = TensorFromProto(proto);

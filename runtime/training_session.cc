@@ -115,7 +115,7 @@ absl::Status TrainingSession::Init(onnx::ModelProto model, const KernelRegistry&
     return absl::InvalidArgumentError(
         "the model has no training_info (compile it with ampc --train)");
   }
-  AMPC_RETURN_IF_ERROR(CheckFunctionsDoNotRecurse(model));  // inference would expand forever
+  AMPC_RETURN_IF_ERROR(CheckFunctionExpansion(model));  // inference would expand forever
   const onnx::TrainingInfoProto& info = model.training_info(0);
   if (!info.has_initialization()) {
     return absl::InvalidArgumentError("training_info[0] has no initialization graph");

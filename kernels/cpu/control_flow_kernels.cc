@@ -238,7 +238,14 @@ class LoopKernel final : public OpKernel {
     std::vector<Tensor> inputs(2 + carried_);
     for (int i = 0; i < carried_; ++i) inputs[2 + i] = context.in(2 + i);
     std::vector<std::vector<Tensor>> scans(empty_scans_.size());
+    const int64_t max_iterations = context.backend().limits().max_loop_iterations;
     for (int64_t i = 0; (!has_trip_count || i < trip_count) && cond; ++i) {
+      if (i == max_iterations) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            context.info().label(), ": ran ", i, " iterations",
+            has_trip_count ? absl::StrCat(" of its trip count ", trip_count) : " (no trip count)",
+            " and is still going; the limit is ", max_iterations, " (--max-loop-iterations)"));
+      }
       AMPC_ASSIGN_OR_RETURN(inputs[0], HostScalar(context.backend(), DType::kInt64, &i));
       AMPC_ASSIGN_OR_RETURN(inputs[1], HostScalar(context.backend(), DType::kBool, &cond));
       absl::StatusOr<std::vector<Tensor>> outputs = body_.Run(context, inputs);

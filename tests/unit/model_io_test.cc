@@ -353,7 +353,7 @@ TEST_F(ModelIoTest, DirectoryIsRefused) {
   fs::create_directory(Path("dir.onnx"));
   absl::Status status = LoadModel(Path("dir.onnx")).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), Path("dir.onnx") + ": is a directory");
+  EXPECT_EQ(status.message(), Path("dir.onnx") + ": is a directory, not a file");
 }
 
 TEST_F(ModelIoTest, EmptyFileIsRefused) {

@@ -78,7 +78,7 @@ TEST_F(PolicyFileTest, MissingFile) {
   const std::string path = (dir_ / "absent.json").string();
   AutocastPolicy policy;
   const absl::Status status = ApplyPolicyFile(path, policy);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);  // exit code 1, as a missing model
   EXPECT_THAT(std::string(status.message()), StartsWith(path + ": "));
   EXPECT_THAT(std::string(status.message()), HasSubstr("No such file or directory"));
 }

@@ -147,7 +147,7 @@ TEST_F(ResourceLimitsTest, MillionDeepSubgraphNestingIsAClearErrorNotAStackOverf
                                                {"print", m}}) {
     testing::ProcessResult r = Ampc(args);
     EXPECT_EQ(r.exit_code, 1) << r.err;
-    EXPECT_THAT(r.err, HasSubstr(m + ": subgraphs are nested more deeply than ampc reads"));
+    EXPECT_THAT(r.err, HasSubstr(m + ": messages are nested more deeply than ampc reads"));
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
   EXPECT_FALSE(fs::exists(Path("out.onnx")));

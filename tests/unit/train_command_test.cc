@@ -391,11 +391,11 @@ TEST_F(TrainCommandTest, ErrorsAreOneLineWithTheRightExitCode) {
   const std::pair<std::vector<std::string>, std::string> usage_errors[] = {
       {{"--epochs", "0"}, "--epochs must be at least 1"},
       {{"--log-every", "0"}, "--log-every must be at least 1"},
-      {{"--threads", "-1"}, "--threads must be >= 0"},
+      {{"--threads", "-1"}, "--threads must be 0 (one per core) to 1024, not -1"},
       {{"--lr", "nan"}, "--lr must be a finite number > 0"},
       {{"--lr", "-0.1"}, "--lr must be a finite number > 0"},
-      {{"--metrics", model_}, "--metrics=" + model_ + " is also the model file"},
-      {{"--save", Path("s.onnx"), "--metrics", Path("s.onnx")}, "is also the model file"},
+      {{"--metrics", model_}, "--metrics=" + model_ + " is the input model " + model_},
+      {{"--save", Path("s.onnx"), "--metrics", Path("s.onnx")}, "is --save " + Path("s.onnx")},
   };
   for (const auto& [flags, message] : usage_errors) {
     std::vector<std::string> args = {"train", model_, "--data", "synthetic:64"};
