@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -21,6 +22,8 @@ Buffer::~Buffer() {
 }
 
 int64_t ElementCount(std::span<const int64_t> shape) {
+  // A zero dim anywhere makes the tensor empty, however large the dims before it.
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
   int64_t count = 1;
   for (int64_t d : shape) count *= d;
   return count;

@@ -16,6 +16,7 @@
 #include <random>
 
 #include "runtime/npy.h"
+#include "runtime/tensor_proto.h"
 #include "tests/support/tensors.h"
 
 namespace ampc {
@@ -93,6 +94,19 @@ TEST_F(DataReadersTest, IdxErrorsNameTheFileAndTheProblem) {
   const std::string three = Write("three", BigEndian({0x801, 3}) + std::string("\1\2\3", 3));
   EXPECT_THAT(ReadIdxDataset(Write("i", Images()), three).status().message(),
               HasSubstr("holds 2 images but"));
+}
+
+// Found by fuzz-tensor-file: uint8 dims [2^62, 2, 0] fit the byte count (uint64) but overflowed
+// int64 in the element count before the zero made the tensor empty: undefined behaviour that
+// tools/sanitize (UBSan) reports; a plain build wraps and shows nothing.
+TEST_F(DataReadersTest, ATensorFileWithAZeroDimIsEmptyWhateverItsOtherDims) {
+  onnx::TensorProto proto;
+  proto.set_data_type(onnx::TensorProto::UINT8);
+  for (int64_t d : {int64_t{1} << 62, int64_t{2}, int64_t{0}}) proto.add_dims(d);
+  absl::StatusOr<Tensor> tensor = ReadTensorProtoFile(Write("empty.pb", proto.SerializeAsString()));
+  ASSERT_TRUE(tensor.ok()) << tensor.status();
+  EXPECT_EQ(tensor->size(), 0);
+  EXPECT_EQ(ElementCount(Shape{int64_t{1} << 62, 2, 0}), 0);
 }
 
 TEST(FashionMnistTest, TheTestSetHas10000ImagesAndStartsWithAnAnkleBoot) {
