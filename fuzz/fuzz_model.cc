@@ -13,8 +13,8 @@
 namespace ampc {
 namespace {
 
-// The directory holds only the model, so external data can name nothing but the model itself.
-const std::string& ModelPath() {
+// A directory private to this process, removed at exit.
+const std::string& FuzzDir() {
   static const std::string* path = [] {
     const char* tmp = getenv("TMPDIR");
     std::string pattern =
@@ -25,7 +25,7 @@ const std::string& ModelPath() {
     }
     static std::string dir = pattern;
     atexit([] { std::filesystem::remove_all(dir); });
-    return new std::string(dir + "/model.onnx");
+    return new std::string(dir);
   }();
   return *path;
 }
@@ -45,13 +45,19 @@ bool WriteAll(const std::string& path, const uint8_t* data, size_t size) {
 
 }  // namespace
 
-std::optional<onnx::ModelProto> LoadFuzzModel(const uint8_t* data, size_t size) {
-  if (size > kMaxFuzzInputBytes) return std::nullopt;
-  const std::string& path = ModelPath();
+std::string WriteFuzzFile(const std::string& name, const uint8_t* data, size_t size) {
+  const std::string path = FuzzDir() + "/" + name;
   if (!WriteAll(path, data, size)) {
     perror("ampc fuzz: write");
     abort();
   }
+  return path;
+}
+
+std::optional<onnx::ModelProto> LoadFuzzModel(const uint8_t* data, size_t size) {
+  if (size > kMaxFuzzInputBytes) return std::nullopt;
+  // The directory holds only the model, so external data can name nothing but the model itself.
+  const std::string path = WriteFuzzFile("model.onnx", data, size);
   absl::StatusOr<LoadedModel> loaded = LoadModel(path);
   if (!loaded.ok()) return std::nullopt;
   return std::move(loaded->model);

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace ampc {
 
@@ -13,6 +14,10 @@ namespace ampc {
 // (docs/errors.md) bound what a model may declare, and a fuzzer's time is better spent on many
 // small models than on a few large ones.
 inline constexpr size_t kMaxFuzzInputBytes = 1 << 20;
+
+// Writes `data` to the file `name` in a directory private to this process (removed at exit)
+// and returns its path.
+std::string WriteFuzzFile(const std::string& name, const uint8_t* data, size_t size);
 
 // Writes `data` to a file in a directory private to this process and loads it with LoadModel, so
 // the file checks, the parse, the nesting scan and external data (relative to that directory) all
