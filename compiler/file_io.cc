@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -55,8 +56,17 @@ TempFile::~TempFile() {
 
 namespace {
 
-std::vector<std::pair<dev_t, ino_t>>& InputFiles() {
-  static auto* const kFiles = new std::vector<std::pair<dev_t, ino_t>>;
+using FileId = std::pair<dev_t, ino_t>;
+
+// The identity of the file at `path` (symlinks followed), when there is one.
+std::optional<FileId> IdOf(const std::string& path) {
+  struct stat st;
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileId(st.st_dev, st.st_ino);
+}
+
+std::vector<FileId>& InputFiles() {
+  static auto* const kFiles = new std::vector<FileId>;
   return *kFiles;
 }
 
@@ -65,17 +75,14 @@ std::vector<std::string>& OutputFiles() {
   return *kFiles;
 }
 
-bool IsNotedInput(const struct stat& st) {
-  return std::any_of(InputFiles().begin(), InputFiles().end(), [&](const auto& file) {
-    return file.first == st.st_dev && file.second == st.st_ino;
-  });
+bool IsNotedInput(const FileId& id) {
+  return std::find(InputFiles().begin(), InputFiles().end(), id) != InputFiles().end();
 }
 
 }  // namespace
 
 void NoteInputFile(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0) InputFiles().emplace_back(st.st_dev, st.st_ino);
+  if (std::optional<FileId> id = IdOf(path)) InputFiles().push_back(*id);
 }
 
 void NoteOutputFile(const std::string& path) {
@@ -83,27 +90,20 @@ void NoteOutputFile(const std::string& path) {
 }
 
 bool IsRunFile(const std::string& path) {
-  struct stat st, other;
-  if (path.empty() || ::stat(path.c_str(), &st) != 0) return false;
-  if (IsNotedInput(st)) return true;
-  return std::any_of(OutputFiles().begin(), OutputFiles().end(), [&](const std::string& output) {
-    return ::stat(output.c_str(), &other) == 0 && other.st_dev == st.st_dev &&
-           other.st_ino == st.st_ino;
-  });
+  const std::optional<FileId> id = IdOf(path);
+  if (!id) return false;
+  if (IsNotedInput(*id)) return true;
+  return std::any_of(OutputFiles().begin(), OutputFiles().end(),
+                     [&](const std::string& output) { return IdOf(output) == id; });
 }
 
 void ForgetInputFile(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return;
-  std::erase_if(InputFiles(), [&](const auto& file) {
-    return file.first == st.st_dev && file.second == st.st_ino;
-  });
+  if (std::optional<FileId> id = IdOf(path)) std::erase(InputFiles(), *id);
 }
 
 absl::Status CheckNotInput(const std::string& path, absl::string_view flag) {
-  struct stat st;
-  if (path.empty() || ::stat(path.c_str(), &st) != 0) return absl::OkStatus();
-  if (!IsNotedInput(st)) return absl::OkStatus();
+  const std::optional<FileId> id = IdOf(path);
+  if (!id || !IsNotedInput(*id)) return absl::OkStatus();
   return UsageError(absl::StrCat(flag, flag.empty() ? "" : " ", path,
                                  " is an input of this run; ampc never overwrites its input"));
 }

@@ -368,15 +368,14 @@ absl::Status CheckSaveDestination(const std::string& path) {
 }
 
 std::vector<std::string> DataFilesItReads(const std::string& model, const std::string& target) {
+  auto folder = [](const std::string& path) {
+    const fs::path parent = fs::path(path).parent_path();
+    return parent.empty() ? std::string(".") : parent.string();
+  };
   std::vector<std::string> files;
-  const fs::path dir = fs::path(target).parent_path();
-  if (!SameFile(
-          fs::path(model).parent_path().empty() ? "." : fs::path(model).parent_path().string(),
-          dir.empty() ? "." : dir.string())) {
-    return files;
-  }
+  if (!SameFile(folder(model), folder(target))) return files;  // locations are model-relative
   for (const std::string& data : DataNames(fs::path(target))) {
-    if (FileContains(model, data)) files.push_back((dir / data).string());
+    if (FileContains(model, data)) files.push_back((fs::path(folder(target)) / data).string());
   }
   return files;
 }
