@@ -1,6 +1,6 @@
 #include "compiler/driver.h"
 
-#include <onnx/common/version.h>
+#include <onnx/defs/schema.h>
 
 #include <algorithm>
 #include <chrono>
@@ -131,8 +131,10 @@ A flag the command does not read is a usage error.
 )";
 
 std::string VersionText() {
-  return absl::StrCat("ampc ", AMPC_VERSION, " (ONNX ", onnx::LAST_RELEASE_VERSION, ", IR version ",
-                      int{onnx::IR_VERSION}, ", default-domain opsets up to 17)\n", DescribeBuild(),
+  const auto& opsets = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  return absl::StrCat("ampc ", AMPC_VERSION, " (ONNX ", AMPC_ONNX_VERSION, ", IR version ",
+                      int{onnx::IR_VERSION}, ", default-domain opsets up to ", opsets.at("").second,
+                      ", ai.onnx.ml up to ", opsets.at("ai.onnx.ml").second, ")\n", DescribeBuild(),
                       "\n");
 }
 

@@ -1,6 +1,5 @@
 #include "compiler/policy_file.h"
 
-#include <onnx/common/version.h>
 #include <onnx/defs/schema.h>
 
 #include <utility>
@@ -70,7 +69,7 @@ absl::Status CheckOpKey(const std::string& key) {
   if (domains.contains(domain) && onnx::OpSchemaRegistry::Schema(op, domain) == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("no op ", op, " in ", domain.empty() ? "the default domain" : domain,
-                     " of ONNX ", onnx::LAST_RELEASE_VERSION,
+                     " of ONNX " AMPC_ONNX_VERSION,
                      domain.empty() ? " (ops of other domains are written "
                                       "\"domain.OpType\")"
                                     : ""));

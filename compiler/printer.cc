@@ -80,12 +80,14 @@ std::string ValueInfo(const onnx::ValueInfoProto& v) {
   return v.has_type() ? Type(v.type()) + " " + Name(v.name()) : Name(v.name());
 }
 
-// A node's input or output list: an empty name prints as nothing, except in first place.
+// A node's input or output list: an empty name prints as nothing, except in first and last
+// place (ONNX's parser reads `Op(, X)` as an error and ignores a trailing comma).
 std::string NameList(const google::protobuf::RepeatedPtrField<std::string>& names) {
   std::string out;
   for (int i = 0; i < names.size(); ++i) {
     if (i > 0) out += ", ";
-    out += (i > 0 && names[i].empty()) ? "" : Name(names[i]);
+    const bool inside = i > 0 && i + 1 < names.size();
+    out += (inside && names[i].empty()) ? "" : Name(names[i]);
   }
   if (!out.empty() && out.back() == ' ') out.pop_back();
   return out;

@@ -70,8 +70,8 @@ std::string NodeName(const onnx::GraphProto& graph, int i) {
   return node.name().empty() ? absl::StrCat(graph.name(), "#", i) : node.name();
 }
 
-// LayerNormalization with stash_type = 0: mean and variance in the input's type (FOLLOW takes
-// the default, 1: FP32 statistics).
+// LayerNormalization or RMSNormalization with stash_type = 0: statistics in the input's type
+// (FOLLOW takes the default, 1: FP32 statistics).
 bool StashesInInputType(const onnx::NodeProto& node) {
   for (const onnx::AttributeProto& a : node.attribute()) {
     if (a.name() == "stash_type") return a.i() == 0;
@@ -328,13 +328,16 @@ int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
     case Category::kFp32:
       return TensorProto::FLOAT;
     case Category::kKeep:
-      plan_.warnings.push_back(absl::StrCat("node '", name, "' (", node.op_type(),
-                                            "): op not in the policy; its dtypes are kept"));
+      if (!options_.policy.Has(node.domain(), node.op_type())) {
+        plan_.warnings.push_back(absl::StrCat("node '", name, "' (", node.op_type(),
+                                              "): op not in the policy; its dtypes are kept"));
+      }
       return 0;
     case Category::kFollow:
       break;
   }
-  if (node.op_type() == "LayerNormalization" && StashesInInputType(node)) {
+  if ((node.op_type() == "LayerNormalization" || node.op_type() == "RMSNormalization") &&
+      StashesInInputType(node)) {
     plan.rule = absl::StrCat(plan.rule,
                              "; but stash_type = 0 computes the statistics in the "
                              "input's type: FP32");

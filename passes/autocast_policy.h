@@ -14,7 +14,7 @@ enum class Category {
   kLower,   // compute in the low dtype; float inputs are cast down
   kFp32,    // compute in FP32; low inputs are cast up
   kFollow,  // compute in the widest dtype of the non-constant float inputs
-  kKeep,    // unknown to the policy: keep exactly the dtypes of the input model
+  kKeep,    // keep exactly the dtypes of the input model (listed with a reason, or unknown)
 };
 
 absl::string_view CategoryName(Category category);  // "LOWER", "FP32", "FOLLOW", "KEEP"
@@ -28,7 +28,10 @@ class AutocastPolicy {
   // Ops of the default domain are keyed by op type, others by "domain.OpType".
   Category Lookup(absl::string_view domain, absl::string_view op_type) const;
   // Where the entry came from: "default table" or the override ("--policy FILE", "--block-op").
+  // For a KEEP entry of the default tables, the reason the op is left alone.
   const std::string& Source(absl::string_view domain, absl::string_view op_type) const;
+  // Whether the op has an entry (a KEEP without one is an op the policy does not know).
+  bool Has(absl::string_view domain, absl::string_view op_type) const;
   void Set(const std::string& key, Category category, const std::string& source);
 
  private:

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -162,7 +163,11 @@ void NormalizeAmpcVersion(onnx::NodeProto& node, const onnx::TypeProto* input,
   if (spatial <= 0) spatial = rank(input) - 2;
   const bool explicit_pads = !stated.contains("auto_pad") || stated.at("auto_pad")->s() == "NOTSET";
   std::vector<onnx::AttributeProto> added;
-  for (const auto& [name, a] : standard->attributes()) {
+  // By name: the schema's attribute map has no order of its own (ONNX 1.23 hashes it).
+  std::map<std::string, const OpSchema::Attribute*> by_name;
+  for (const auto& [name, a] : standard->attributes()) by_name.emplace(name, &a);
+  for (const auto& [name, attribute] : by_name) {
+    const OpSchema::Attribute& a = *attribute;
     if (stated.contains(name) || (node.op_type() == "Conv" && name == "kernel_shape")) continue;
     onnx::AttributeProto value;
     if (a.default_value.type() != onnx::AttributeProto::UNDEFINED) {

@@ -11,11 +11,12 @@
 
 namespace ampc {
 
-// Bytes per element in raw_data; nullopt for STRING, UNDEFINED and unknown data types.
+// Bytes per element in raw_data; nullopt for STRING, UNDEFINED, unknown data types and the
+// sub-byte ones (4-, 2- and 6-bit, packed in raw_data; DataBytes counts them).
 std::optional<size_t> ElementSize(int32_t data_type);
 
-// Bytes of data the tensor's dims and data type call for; nullopt where ElementSize is, for a
-// negative dim, and on overflow.
+// Bytes of data the tensor's dims and data type call for (sub-byte types packed, the last byte
+// padded); nullopt for STRING, UNDEFINED and unknown data types, a negative dim, and on overflow.
 std::optional<uint64_t> DataBytes(const onnx::TensorProto& tensor);
 
 // Bytes of data the tensor holds, counted as raw_data would hold them (raw_data's size, else the
@@ -24,8 +25,9 @@ std::optional<uint64_t> DataBytes(const onnx::TensorProto& tensor);
 uint64_t HeldBytes(const onnx::TensorProto& tensor);
 
 // The tensor's elements as little-endian bytes (the raw_data layout): raw_data when it is not
-// empty, else the typed field the ONNX spec stores the data type in (int32_data for 8- and 16-bit
-// types, uint64_data for uint32 and uint64, float_data and double_data for complex pairs).
+// empty, else the typed field the ONNX spec stores the data type in (int32_data for 16-bit and
+// smaller types: one element each, one packed byte each for 4- and 2-bit types, 6-bit values
+// packed here; uint64_data for uint32 and uint64, float_data and double_data for complex pairs).
 // Empty for STRING and unknown data types without raw_data.
 std::string RawBytes(const onnx::TensorProto& tensor);
 

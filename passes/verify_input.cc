@@ -32,7 +32,7 @@ absl::Status CheckIrVersion(const onnx::ModelProto& model, const std::string& fi
   if (ir == 0) return Invalid(file, "ir_version is missing; not a valid ONNX model");
   if (ir < kOldestIrVersion || ir > onnx::IR_VERSION) {
     return Invalid(file, absl::StrCat("unsupported ir_version ", ir,
-                                      "; this ampc (ONNX 1.12) reads IR versions ",
+                                      "; this ampc (ONNX " AMPC_ONNX_VERSION ") reads IR versions ",
                                       kOldestIrVersion, " to ", int{onnx::IR_VERSION}));
   }
   return absl::OkStatus();
@@ -59,8 +59,8 @@ absl::Status CheckOpsets(const onnx::ModelProto& model, const std::string& file)
     if (opset.version() > newest) {
       return Invalid(
           file, absl::StrCat("imports opset ", opset.version(), " of ", DomainName(domain),
-                             ", but this ampc is built with ONNX 1.12, which knows "
-                             "opsets up to ",
+                             ", but this ampc is built with ONNX " AMPC_ONNX_VERSION
+                             ", which knows opsets up to ",
                              newest, "; re-export the model with opset ", newest, " or lower"));
     }
   }

@@ -16,7 +16,7 @@ namespace {
 
 using onnx::TensorProto;
 
-constexpr int32_t kNewestDataType = TensorProto::BFLOAT16;  // ONNX 1.12
+constexpr int32_t kNewestDataType = onnx::TensorProto_DataType_DataType_MAX;
 
 struct NonFinite {
   int64_t nan = 0, inf = 0;
@@ -77,8 +77,9 @@ std::string DimsText(const TensorProto& t) {
 absl::Status CheckData(const TensorProto& t, const std::string& where) {
   const int32_t type = t.data_type();
   if (type == TensorProto::UNDEFINED || type < 0 || type > kNewestDataType) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": data type ", type, type == 0 ? " (UNDEFINED)" : " is unknown to ONNX 1.12"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": data type ", type,
+                     type == 0 ? " (UNDEFINED)" : " is unknown to ONNX " AMPC_ONNX_VERSION));
   }
   for (int64_t dim : t.dims()) {
     if (dim < 0) {

@@ -40,7 +40,7 @@ struct Outcome {
 absl::StatusOr<Outcome> Run(const std::string& ampc, const GoldenCase& golden,
                             const std::string& golden_dir, const fs::path& dir) {
   onnx::ModelProto model;
-  onnx::Status parsed = onnx::OnnxParser::Parse(model, golden.input.c_str());
+  onnx::Common::Status parsed = onnx::OnnxParser::Parse(model, golden.input.c_str());
   if (!parsed.IsOK()) return absl::InvalidArgumentError("input: " + parsed.ErrorMessage());
   int position = 0;
   for (absl::string_view name : absl::StrSplit(golden.names, '\n', absl::SkipEmpty())) {

@@ -253,7 +253,8 @@ g (float[2,3,4] dy, float[2,3,4] x, float[3,4] s, float[2,1,1] m, float[2,1,1] r
   try {
     onnx::checker::check_model(model);
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
-                                       {/*check_type=*/true, /*error_mode=*/1, false});
+                                       onnx::ShapeInferenceOptions(/*check_type_val=*/true,
+                                                                   /*strict_mode_val=*/1, false));
   } catch (const std::exception& e) {
     FAIL() << e.what();
   }

@@ -115,7 +115,9 @@ TEST(PrinterTest, NamesThatAreNotIdentifiersAreQuotedEverywhere) {
             "}\n");
 }
 
-TEST(PrinterTest, EmptyNamesInNodeListsPrintAsNothingExceptInFirstPlace) {
+// ONNX's parser reads `Op(, X)` as an error and ignores a trailing comma: an empty name first or
+// last prints as "".
+TEST(PrinterTest, EmptyNamesInNodeListsPrintAsNothingExceptFirstAndLast) {
   ModelProto model = FromProtoText(R"pb(
     graph {
       name: "g"
@@ -124,7 +126,7 @@ TEST(PrinterTest, EmptyNamesInNodeListsPrintAsNothingExceptInFirstPlace) {
       node { input: "X" op_type: "Op" }
     })pb");
   EXPECT_EQ(Body(PrintModel(model)),
-            "g () => () {\n  Y, = Op(X, , B)\n  \"\", Z = Op(\"\", X)\n  = Op(X)\n}\n");
+            "g () => () {\n  Y, \"\" = Op(X, , B)\n  \"\", Z = Op(\"\", X)\n  = Op(X)\n}\n");
 }
 
 TEST(PrinterTest, TypesUseTheParserNamesAndExtensionsForTheRest) {

@@ -280,8 +280,8 @@ TEST_F(RunCommandTest, AnOpsetTooNewIsRefusedAsWhenCompiling) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "ampc: error: " + path +
                        ": imports opset 99 of the default ONNX domain, but this ampc is built with "
-                       "ONNX 1.12, which knows opsets up to 17; re-export the model with opset 17 "
-                       "or lower\n");
+                       "ONNX 1.23.2, which knows opsets up to 28; re-export the model with opset "
+                       "28 or lower\n");
 }
 
 TEST_F(RunCommandTest, WrongDtypeNamesTheModelAndTheInput) {

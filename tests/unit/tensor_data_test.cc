@@ -159,7 +159,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(TensorDataTest, TypesWithoutAnElementSize) {
-  for (int32_t type : {int32_t{TensorProto::UNDEFINED}, int32_t{TensorProto::STRING}, 17, 99, -1}) {
+  for (int32_t type : {int32_t{TensorProto::UNDEFINED}, int32_t{TensorProto::STRING}, 29, 99, -1}) {
     SCOPED_TRACE(type);
     EXPECT_EQ(ElementSize(type), std::nullopt);
     TensorProto t;
@@ -191,6 +191,44 @@ TEST(TensorDataTest, DataBytesOfScalarsEmptyTensorsAndBadDims) {
   EXPECT_EQ(DataBytes(t), uint64_t{1} << 63);
   t.add_dims(2);
   EXPECT_EQ(DataBytes(t), std::nullopt);  // 2^64
+}
+
+// ONNX 1.23's sub-byte types pack LSB first: two 4-bit, four 2-bit elements a byte, 6-bit ones as
+// a bitstream (4 in 3 bytes); the last byte is padded. int32_data holds one packed byte per entry
+// for the 4- and 2-bit types and one element per entry for the 6-bit ones.
+TEST(TensorDataTest, SubByteTypesArePackedAndTheirTypedFieldsToo) {
+  TensorProto t;
+  t.add_dims(5);
+  t.set_data_type(TensorProto::INT4);
+  EXPECT_EQ(ElementSize(TensorProto::INT4), std::nullopt);
+  EXPECT_EQ(DataBytes(t), 3u);
+  for (int byte : {0x21, 0x43, 0x05}) t.add_int32_data(byte);
+  EXPECT_EQ(HeldBytes(t), 3u);
+  EXPECT_EQ(RawBytes(t), Bytes({0x21, 0x43, 0x05}));
+  t.set_data_type(TensorProto::UINT2);
+  EXPECT_EQ(DataBytes(t), 2u);  // ceil(5 * 2 / 8)
+  t.set_data_type(TensorProto::FLOAT6E2M3);
+  EXPECT_EQ(DataBytes(t), 4u);  // ceil(5 * 6 / 8)
+  t.clear_int32_data();
+  for (int v : {0x3f, 0x01, 0x02, 0x03, 0x2a}) t.add_int32_data(v);
+  EXPECT_EQ(HeldBytes(t), 4u);
+  // x0 | x1 << 6 | x2 << 12 | x3 << 18 | x4 << 24, little-endian.
+  EXPECT_EQ(RawBytes(t), Bytes({0x7f, 0x20, 0x0c, 0x2a}));
+  ASSERT_TRUE(MoveTypedDataToRaw(t));
+  EXPECT_EQ(t.raw_data(), Bytes({0x7f, 0x20, 0x0c, 0x2a}));
+  EXPECT_EQ(t.int32_data_size(), 0);
+}
+
+TEST(TensorDataTest, EightBitFloatsTakeAByteAnElement) {
+  for (int32_t type : {17, 18, 19, 20, 24}) {
+    SCOPED_TRACE(type);
+    EXPECT_EQ(ElementSize(type), 1u);
+  }
+  TensorProto t;
+  t.set_data_type(TensorProto::FLOAT4E2M1);
+  t.add_dims(int64_t{1} << 62);
+  t.add_dims(2);
+  EXPECT_EQ(DataBytes(t), uint64_t{1} << 62);  // 2^63 elements of 4 bits: the bits overflow
 }
 
 TEST(TensorDataTest, NonEmptyRawDataWinsOverTypedFields) {
