@@ -15,6 +15,7 @@
 #include "passes/attribute_values.h"
 #include "passes/function_calls.h"
 #include "runtime/conv_fusion.h"
+#include "runtime/inline_functions.h"
 #include "runtime/status_macros.h"
 
 namespace ampc {
@@ -169,6 +170,11 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(onnx::ModelProto model,
   // The checker (arity, attribute types, required inputs present) and types inferred from the
   // nodes, not taken from declarations, make the model safe to run: kernels index only inputs
   // the schema requires and size outputs by the type the node computes.
+  // Ops without a kernel that have a body (Gelu-20, a model-local function) run as that body;
+  // their nodes are checked and the expansion bounded first.
+  AMPC_RETURN_IF_ERROR(CheckArity(m.graph(), OpsetsOf(m)));
+  AMPC_RETURN_IF_ERROR(CheckFunctionExpansion(m));
+  AMPC_RETURN_IF_ERROR(InlineFunctionsWithoutKernels(m, registry, backend.name()));
   if (absl::Status status = CheckAndInferTypes(m); !status.ok()) return status;
   TypeMap types;
   CollectTypes(m.graph(), types);

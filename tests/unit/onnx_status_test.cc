@@ -14,6 +14,14 @@ TEST(OneLineTest, JoinsTrimmedNonEmptyLines) {
   EXPECT_EQ(OneLine("\n \n"), "");
 }
 
+// ONNX's assertions begin with a source path of the library's build; the message follows it.
+TEST(OneLineTest, DropsTheSourceLocationOfAnOnnxAssertion) {
+  EXPECT_EQ(OneLine("/deps/onnx/inliner/inliner.cc:418: GetType: Assertion `false` failed: x"),
+            "GetType: Assertion `false` failed: x");
+  EXPECT_EQ(OneLine("/not/a/location: kept"), "/not/a/location: kept");
+  EXPECT_EQ(OneLine("no path: 12: kept"), "no path: 12: kept");
+}
+
 TEST(CatchOnnxTest, ConvertsExceptionsToOneLineStatus) {
   absl::Status status = CatchOnnx("m.onnx: checker",
                                   [] { throw std::runtime_error("bad node\n  ==> Context: Add"); });

@@ -75,6 +75,87 @@ g (float[1, 1, 2, 2] x, int64[1, 1, 2, 2] i) => (float[1, 1, 4, 4] y) {
   EXPECT_THAT(session.status().message(), HasSubstr("MaxUnpool node producing 'y'"));
 }
 
+// Gelu-20 has no kernel; ONNX defines it as a function, so it runs as its body (inlined).
+TEST(SessionTest, AnOpWithoutAKernelRunsAsItsSchemaFunction) {
+  CpuBackend backend(1);
+  for (const char* approximate : {"none", "tanh"}) {
+    SCOPED_TRACE(approximate);
+    auto session = Session::Create(testing::ParseModelText(absl::StrCat(R"(
+<ir_version: 10, opset_import: ["" : 20]>
+g (float[4] x) => (float[4] y) {
+  y = Gelu <approximate = ")",
+                                                                        approximate, R"("> (x)
+}
+)")),
+                                   DefaultRegistry(), backend);
+    ASSERT_TRUE(session.ok()) << session.status();
+    const std::vector<float> x = {-3.0f, -0.5f, 0.25f, 2.0f};
+    const std::vector<Tensor> inputs = {Floats({4}, x)};
+    auto outputs = (*session)->Run(inputs);
+    ASSERT_TRUE(outputs.ok()) << outputs.status();
+    const std::vector<float> y = Values<float>((*outputs)[0]);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double v = x[i];
+      const double expected =
+          std::string(approximate) == "none"
+              ? 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))
+              : 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+      EXPECT_NEAR(y[i], expected, 2e-6) << x[i];
+    }
+  }
+}
+
+// Two gaps of ONNX 1.23.2's inliner that ampc fills: Swish's body reads its alpha even when the
+// node leaves it at the default (1.0), and RMSNormalization's body is built from input types,
+// which the inliner does not look up among initializers (the scale).
+TEST(SessionTest, SchemaFunctionsWithDefaultedAttributesAndInitializerInputsRun) {
+  CpuBackend backend(1);
+  auto session = Session::Create(testing::ParseModelText(R"(
+<ir_version: 10, opset_import: ["" : 24]>
+g (float[2, 2] x) => (float[2, 2] y, float[2, 2] z)
+<float[2] s = {1.0, 2.0}>
+{
+  y = Swish(x)
+  z = RMSNormalization <epsilon = 0.0> (x, s)
+}
+)"),
+                                 DefaultRegistry(), backend);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const std::vector<float> x = {1, -2, 3, 4};
+  const std::vector<Tensor> inputs = {Floats({2, 2}, x)};
+  auto outputs = (*session)->Run(inputs);
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  const std::vector<float> y = Values<float>((*outputs)[0]), z = Values<float>((*outputs)[1]);
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_NEAR(y[i], x[i] / (1 + std::exp(-double{x[i]})), 1e-6) << i;
+    const size_t row = i / 2;
+    const double rms = std::sqrt((x[2 * row] * x[2 * row] + x[2 * row + 1] * x[2 * row + 1]) / 2.0);
+    EXPECT_NEAR(z[i], x[i] / rms * (i % 2 == 0 ? 1.0 : 2.0), 1e-6) << i;
+  }
+}
+
+// A call of a model-local function runs as the function's body.
+TEST(SessionTest, AModelLocalFunctionRunsAsItsBody) {
+  CpuBackend backend(1);
+  auto session = Session::Create(testing::ParseModelText(R"(
+<ir_version: 10, opset_import: ["" : 18, "local" : 1]>
+g (float[3] x) => (float[3] y) {
+  y = local.AddTwice(x)
+}
+<domain: "local", opset_import: ["" : 18]>
+AddTwice (a) => (b) {
+  c = Add(a, a)
+  b = Add(c, a)
+}
+)"),
+                                 DefaultRegistry(), backend);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const std::vector<Tensor> inputs = {Floats({3}, {1, -2, 0.5f})};
+  auto outputs = (*session)->Run(inputs);
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  EXPECT_EQ(Values<float>((*outputs)[0]), (std::vector<float>{3, -6, 1.5f}));
+}
+
 TEST(SessionTest, UnsupportedElementTypeFailsAtCreationNamingTypes) {
   CpuBackend backend(1);
   auto session = Session::Create(testing::ParseModelText(R"(
