@@ -43,6 +43,12 @@ bool IsTypeVariable(const onnx::OpSchema& schema, const std::string& type_str) {
   return false;
 }
 
+// A second type variable that takes the main one's dtype: RMSNormalization's scale and output
+// (V) go with its input (T), or a low input would give an FP32 output nothing declared.
+bool LinkedToMain(const onnx::OpSchema& schema, const std::string& main, const std::string& var) {
+  return schema.Name() == "RMSNormalization" && main == "T" && var == "V";
+}
+
 }  // namespace
 
 OpsetVersions OpsetsOf(const onnx::ModelProto& model) {
@@ -122,14 +128,16 @@ bool FloatSupport::InputFollowsMain(int slot) const {
   if (main_var_.empty()) return false;
   if (schema_ == nullptr) return true;
   const onnx::OpSchema::FormalParameter* formal = Formal(schema_->inputs(), slot);
-  return formal != nullptr && formal->GetTypeStr() == main_var_;
+  return formal != nullptr && (formal->GetTypeStr() == main_var_ ||
+                               LinkedToMain(*schema_, main_var_, formal->GetTypeStr()));
 }
 
 bool FloatSupport::OutputFollowsMain(int slot) const {
   if (main_var_.empty()) return false;
   if (schema_ == nullptr) return true;
   const onnx::OpSchema::FormalParameter* formal = Formal(schema_->outputs(), slot);
-  return formal != nullptr && formal->GetTypeStr() == main_var_;
+  return formal != nullptr && (formal->GetTypeStr() == main_var_ ||
+                               LinkedToMain(*schema_, main_var_, formal->GetTypeStr()));
 }
 
 std::string FloatSupport::SchemaName() const {

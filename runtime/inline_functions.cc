@@ -59,8 +59,10 @@ void StateDefaultAttributes(onnx::NodeProto& node, const onnx::OpSchema& schema)
 }
 
 // The inliner looks up the types of a context-dependent call's inputs among value_info, graph
-// inputs and outputs, not initializers: each initializer gets a value_info.
+// inputs and outputs, not initializers, and asks for omitted optional inputs ("") too: each
+// initializer gets a value_info, and "" one without a type (RemoveEmptyName drops it after).
 void DeclareInitializerTypes(onnx::GraphProto& graph) {
+  graph.add_value_info();  // the name ""
   std::set<std::string> declared;
   for (const auto* list : {&graph.input(), &graph.value_info(), &graph.output()}) {
     for (const onnx::ValueInfoProto& v : *list) declared.insert(v.name());
@@ -72,6 +74,13 @@ void DeclareInitializerTypes(onnx::GraphProto& graph) {
     onnx::TypeProto_Tensor* type = v->mutable_type()->mutable_tensor_type();
     type->set_elem_type(t.data_type());
     for (int64_t dim : t.dims()) type->mutable_shape()->add_dim()->set_dim_value(dim);
+  }
+}
+
+void RemoveEmptyName(onnx::GraphProto& graph) {
+  auto* infos = graph.mutable_value_info();
+  for (int i = infos->size() - 1; i >= 0; --i) {
+    if ((*infos)[i].name().empty()) infos->DeleteSubrange(i, 1);
   }
 }
 
@@ -110,6 +119,7 @@ absl::Status InlineFunctionsWithoutKernels(onnx::ModelProto& model, const Kernel
                     auto set = onnx::inliner::FunctionIdSet::Create({calls.begin(), calls.end()});
                     onnx::inliner::InlineSelectedFunctions(model, *set, nullptr);
                   });
+    RemoveEmptyName(*model.mutable_graph());
     if (!status.ok()) return status;
   }
   return absl::OkStatus();

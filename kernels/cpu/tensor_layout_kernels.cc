@@ -115,11 +115,15 @@ absl::Status Split(KernelContext& context) {
   const int n = context.num_outputs();
   const int64_t dim = input.dim(axis);
   if (split.empty()) {
-    if (dim % n != 0) {
+    // Split-18's num_outputs: chunks of ceil(dim / n), the last one smaller.
+    const bool uneven_allowed = context.attributes().Has("num_outputs");
+    if (dim % n != 0 && !uneven_allowed) {
       return NodeError(context, absl::StrCat("axis ", axis, " of size ", dim,
                                              " does not split evenly into ", n, " outputs"));
     }
-    split.assign(n, dim / n);
+    const int64_t chunk = (dim + n - 1) / n;
+    split.assign(n, chunk);
+    split.back() = dim - chunk * (n - 1);
   }
   const int64_t total = std::accumulate(split.begin(), split.end(), int64_t{0});
   const bool negative = std::any_of(split.begin(), split.end(), [](int64_t s) { return s < 0; });
@@ -302,6 +306,26 @@ int64_t Reflect(int64_t i, int64_t dim) {
   return i < dim ? i : period - i;
 }
 
+// Pad-18: `pads` holds the begins, then the ends, of the axes listed in input 3; every other
+// axis is not padded.
+absl::StatusOr<std::vector<int64_t>> PadsOfAxes(KernelContext& context,
+                                                const std::vector<int64_t>& pads, int rank) {
+  AMPC_ASSIGN_OR_RETURN(const std::vector<int64_t> axes, ReadInts(context, context.in(3), "axes"));
+  if (pads.size() != 2 * axes.size()) {
+    return NodeError(context, absl::StrCat(pads.size(), " pads for ", axes.size(), " axes"));
+  }
+  std::vector<int64_t> full(2 * rank, 0);
+  std::vector<bool> seen(rank, false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    AMPC_ASSIGN_OR_RETURN(const int axis, NormalizeAxis(context, axes[i], rank));
+    if (seen[axis]) return NodeError(context, absl::StrCat("axis ", axis, " is listed twice"));
+    seen[axis] = true;
+    full[axis] = pads[i];
+    full[axis + rank] = pads[i + axes.size()];
+  }
+  return full;
+}
+
 }  // namespace
 
 absl::Status Pad(KernelContext& context) {
@@ -312,6 +336,9 @@ absl::Status Pad(KernelContext& context) {
     AMPC_ASSIGN_OR_RETURN(pads, ReadInts(context, context.in(1), "pads"));
   } else {
     pads = context.attributes().Ints(context.info().opset < 2 ? "paddings" : "pads");
+  }
+  if (context.num_inputs() > 3 && context.input(3) != nullptr) {  // Pad-18's axes
+    AMPC_ASSIGN_OR_RETURN(pads, PadsOfAxes(context, pads, rank));
   }
   if (static_cast<int>(pads.size()) != 2 * rank) {
     return NodeError(context, absl::StrCat(pads.size(), " pads for a rank-", rank, " input"));

@@ -151,20 +151,24 @@ def describe(value) -> str:
     return f"{value.dtype}{list(value.shape)}"
 
 
-def mismatch(expected, actual, where: str) -> str | None:
-    """How `actual` misses `expected` (None if it does not), for values of read_value's kinds."""
+def mismatch(expected, actual, where: str, rtol: float = RTOL,
+             atol: float = ATOL) -> str | None:
+    """How `actual` misses `expected` (None if it does not), for values of read_value's kinds.
+    Floats, ml_dtypes' (bfloat16, float8: numpy kind 'V') widened, compare within rtol/atol."""
     if isinstance(expected, list) or expected is None:
         if type(actual) is not type(expected) or (expected and len(actual) != len(expected)):
             return f"{where}: expected {describe(expected)}, got {describe(actual)}"
         pairs = enumerate(zip(expected or [], actual))
-        problems = (mismatch(e, a, f"{where}[{k}]") for k, (e, a) in pairs)
+        problems = (mismatch(e, a, f"{where}[{k}]", rtol, atol) for k, (e, a) in pairs)
         return next((p for p in problems if p is not None), None)
     actual = np.asarray(actual)
     if actual.shape != expected.shape or actual.dtype != expected.dtype:
         return f"{where}: expected {describe(expected)}, got {describe(actual)}"
+    if expected.dtype.kind == "V":
+        expected, actual = expected.astype(np.float64), actual.astype(np.float64)
     if expected.dtype.kind not in "fc":
         return None if np.array_equal(actual, expected) else f"{where}: values differ (exact)"
-    close = np.isclose(actual, expected, rtol=RTOL, atol=ATOL, equal_nan=True)
+    close = np.isclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
     if close.all():
         return None
     with np.errstate(all="ignore"):

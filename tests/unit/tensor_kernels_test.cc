@@ -201,6 +201,11 @@ TEST(TensorKernelsTest, ConcatAndSplit) {
   EXPECT_THAT(Values<float>(r.out(2)), ElementsAre(3, 6));
   r = RunOp("a, b = Split <axis = 1> (x)", {x});
   EXPECT_THAT(r.status.message(), HasSubstr("does not split evenly"));
+  // Split-18's num_outputs: ceil(3 / 2) = 2 columns, then the 1 left.
+  r = RunOp("a, b = Split <axis = 1, num_outputs = 2> (x)", {x}, 18);
+  ASSERT_RUNS(r);
+  EXPECT_THAT(Values<float>(r.out(0)), ElementsAre(1, 2, 4, 5));
+  EXPECT_THAT(Values<float>(r.out(1)), ElementsAre(3, 6));
 }
 
 // Reference: numpy slicing x[starts:ends:steps] on a 1-D iota, written out by hand.
@@ -291,6 +296,21 @@ TEST(TensorKernelsTest, PadConstantReflectEdge) {
   ASSERT_RUNS(r);
   EXPECT_EQ(r.out().shape(), (Shape{2, 2}));
   EXPECT_THAT(Values<float>(r.out()), ElementsAre(0, 0, 2, 3));
+}
+
+// Pad-18's axes input: the pads apply to the listed axes (negative ones count from the end).
+TEST(TensorKernelsTest, PadOnlyTheAxesListed) {
+  Tensor x = F32({1, 3}, {1, 2, 3});
+  OpResult r =
+      RunOp("y = Pad(x, p, v, a)", {x, I64({2}, {2, 1}), F32({}, {9}), I64({1}, {-1})}, 18);
+  ASSERT_RUNS(r);
+  EXPECT_EQ(r.out().shape(), (Shape{1, 6}));
+  EXPECT_THAT(Values<float>(r.out()), ElementsAre(9, 9, 1, 2, 3, 9));
+  r = RunOp("y = Pad(x, p, v, a)", {x, I64({4}, {0, 0, 0, 0}), F32({}, {9}), I64({1}, {1})}, 18);
+  EXPECT_THAT(r.status.message(), HasSubstr("4 pads for 1 axes"));
+  r = RunOp("y = Pad(x, p, v, a)", {x, I64({4}, {0, 0, 0, 0}), F32({}, {9}), I64({2}, {1, -1})},
+            18);
+  EXPECT_THAT(r.status.message(), HasSubstr("axis 1 is listed twice"));
 }
 
 TEST(TensorKernelsTest, PadValueAttributeRoundsOnceToFp16) {
