@@ -100,8 +100,7 @@ absl::Status CheckArity(const onnx::GraphProto& graph, const std::map<std::strin
 // that ONNX's strict mode rejects (an int64 Constant at opset 6, say) are run as written.
 absl::Status CheckAndInferTypes(onnx::ModelProto& m) {
   absl::flat_hash_map<std::string, int32_t> declared;
-  AMPC_RETURN_IF_ERROR(CheckArity(m.graph(), OpsetsOf(m)));
-  AMPC_RETURN_IF_ERROR(CheckFunctionExpansion(m));  // inference would expand them forever
+  AMPC_RETURN_IF_ERROR(CheckArity(m.graph(), OpsetsOf(m)));  // inlined bodies included
   if (absl::Status s = CheckAttributeValues(m); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("invalid model: ", s.message()));
   }
@@ -171,7 +170,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(onnx::ModelProto model,
   // nodes, not taken from declarations, make the model safe to run: kernels index only inputs
   // the schema requires and size outputs by the type the node computes.
   // Ops without a kernel that have a body (Gelu-20, a model-local function) run as that body;
-  // their nodes are checked and the expansion bounded first.
+  // their nodes are checked and the expansion bounded first (inference would expand forever).
   AMPC_RETURN_IF_ERROR(CheckArity(m.graph(), OpsetsOf(m)));
   AMPC_RETURN_IF_ERROR(CheckFunctionExpansion(m));
   AMPC_RETURN_IF_ERROR(InlineFunctionsWithoutKernels(m, registry, backend.name()));
