@@ -12,6 +12,7 @@ void RegisterCpuKernels(KernelRegistry& registry) {
   RegisterControlFlowKernels(registry);
   RegisterScalerKernels(registry);
   RegisterGradKernels(registry);
+  RegisterRecurrentKernels(registry);
 }
 
 }  // namespace ampc
