@@ -34,6 +34,7 @@
 #include "compiler/train_command.h"
 #include "compiler/train_flags.h"
 #include "passes/registry.h"
+#include "passes/upgrade_opset.h"
 #include "runtime/device.h"
 
 ABSL_FLAG(std::string, output, "", "Write the compiled model to this file (also -o).");
@@ -45,6 +46,8 @@ ABSL_FLAG(std::string, report, "", "Write the per-node decisions and the summary
 ABSL_FLAG(std::string, external_data, "auto",
           "auto: external data when the input used it or the model is too large to inline; "
           "always; never.");
+ABSL_FLAG(int, target_opset, 0,
+          "Convert the model to this default-domain opset with ONNX's version converter.");
 ABSL_FLAG(bool, time_passes, false,
           "Print the time of load, each pass and save to stderr, one line each.");
 
@@ -87,6 +90,9 @@ Flags:
                          AveragePool, GlobalAveragePool up to opset 17) FP32 instead of running
                          them as their ai.ampc versions (docs/autocast.md)
   --report=FILE          write every node's decision and the summary as JSON
+  --target-opset=N       upgrade the default-domain opset to N with ONNX's version converter
+                         first (the IR version rises with it; BF16 Conv and pools are standard
+                         ops from opset 22)
   --passes=a,b,c         passes to run after verify-input (default: the standard pipeline)
   --print-after=PASS     print the canonical text after PASS ('all': after every pass)
   --external-data=MODE   auto (default): tensor data goes to OUT.data when the input used
@@ -148,6 +154,11 @@ absl::StatusOr<std::vector<std::unique_ptr<Pass>>> BuildPipeline() {
     }
   }
   names = WithTrainingStep(std::move(names));
+  // A --passes list still converts first when --target-opset asks for an opset.
+  if (absl::GetFlag(FLAGS_target_opset) != 0 &&
+      std::find(names.begin(), names.end(), "upgrade-opset") == names.end()) {
+    names.insert(names.begin() + 1, "upgrade-opset");
+  }
   std::vector<std::unique_ptr<Pass>> pipeline;
   for (const std::string& name : names) {
     absl::StatusOr<std::unique_ptr<Pass>> pass = CreatePass(name);
@@ -217,6 +228,16 @@ absl::StatusOr<SaveOptions::ExternalData> ExternalDataMode() {
   return UsageError(absl::StrCat("--external-data=", mode, ": expected auto, always or never"));
 }
 
+// --target-opset: 0 (the model's own) or an opset ONNX's version converter can reach.
+absl::StatusOr<int> TargetOpsetFromFlag() {
+  const int opset = absl::GetFlag(FLAGS_target_opset);
+  const int newest = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at("").second;
+  if (opset == 0 || (opset >= kOldestConvertedOpset && opset <= newest)) return opset;
+  return UsageError(absl::StrCat("--target-opset=", opset, ": expected an opset from ",
+                                 kOldestConvertedOpset, " to ", newest, " (this ampc's ONNX ",
+                                 AMPC_ONNX_VERSION, ")"));
+}
+
 // Runs the pipeline on `model` in place, filling `summary` (but output and time).
 absl::StatusOr<std::shared_ptr<PrecisionPlan>> CompileModel(
     const std::string& input, onnx::ModelProto& model, std::vector<std::unique_ptr<Pass>>& pipeline,
@@ -231,6 +252,10 @@ absl::StatusOr<std::shared_ptr<PrecisionPlan>> CompileModel(
   absl::StatusOr<TrainingOptions> training = TrainingOptionsFromFlags();
   if (!training.ok()) return training.status();
   context.training = *std::move(training);
+  absl::StatusOr<int> target_opset = TargetOpsetFromFlag();
+  if (!target_opset.ok()) return target_opset.status();
+  context.target_opset = *target_opset;
+  summary.versions_before = VersionsOf(model);
   if (absl::Status s = RunPipeline(context, pipeline, summary.pass_warnings); !s.ok()) return s;
   if (context.plan != nullptr) {
     for (const std::string& warning : context.plan->warnings) {
@@ -239,6 +264,7 @@ absl::StatusOr<std::shared_ptr<PrecisionPlan>> CompileModel(
   }
   summary.weight_bytes_after = WeightBytes(model);
   summary.casts_after = CountCasts(model);
+  summary.versions_after = VersionsOf(model);
   summary.plan = context.plan.get();
   summary.no_autocast_because = Fp32Baseline() ? "--dtype=fp32" : "--passes";
   summary.model = &model;
@@ -386,7 +412,8 @@ const std::vector<std::string>& FlagsOf(const std::string& command) {
         "train",      "loss",     "loss_op",     "optimizer",  "weight_decay",
         "momentum",   "nesterov", "freeze",      "loss_scale", "clip_grad_norm",
         "accumulate", "lr",       "train_config"};
-    const std::vector<std::string> pipeline = {"passes", "print_after", "time_passes", "report"};
+    const std::vector<std::string> pipeline = {"passes", "print_after", "time_passes", "report",
+                                               "target_opset"};
     std::vector<std::string> explain = autocast;
     explain.insert(explain.end(), training.begin(), training.end());
     explain.insert(explain.end(), pipeline.begin(), pipeline.end());

@@ -117,6 +117,19 @@ std::string Heading(const CompileSummary& summary) {
                       plan->clamp ? "; --clamp" : "", "\n\n");
 }
 
+// Below opset 22, the nodes that run as their ai.ampc versions are standard ops once upgraded.
+std::string AmpcVersionsHint(const ReportTotals& totals) {
+  const int64_t count =
+      std::count_if(totals.rows.begin(), totals.rows.end(),
+                    [](const PlannedNode& row) { return row.plan->ampc_version; });
+  if (count == 0) return "";
+  return absl::StrCat(count,
+                      count == 1 ? " node runs as its ai.ampc version (its schema gains"
+                                 : " nodes run as their ai.ampc versions (their schemas gain",
+                      " bfloat16 at opset 22); --target-opset 22 runs ",
+                      count == 1 ? "it as a standard op" : "them as standard ops");
+}
+
 std::string SummaryText(const CompileSummary& summary, const ReportTotals& totals) {
   const PrecisionPlan* plan = summary.plan;
   std::vector<std::string> counts;
@@ -137,6 +150,10 @@ std::string SummaryText(const CompileSummary& summary, const ReportTotals& total
        absl::StrCat(HumanBytes(summary.weight_bytes_before), " -> ",
                     HumanBytes(summary.weight_bytes_after), " (", summary.weight_bytes_before,
                     " -> ", summary.weight_bytes_after, " bytes)"));
+  if (const std::string changes = VersionChanges(summary); !changes.empty()) {
+    item("versions", changes);
+  }
+  if (const std::string hint = AmpcVersionsHint(totals); !hint.empty()) item("hint", hint);
   item("warnings", totals.warnings.empty() ? "none" : absl::StrCat(totals.warnings.size()));
   for (const std::string& warning : totals.warnings) {
     absl::StrAppend(&out, "    - ", EscapeForDiagnostic(warning), "\n");

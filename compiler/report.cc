@@ -76,6 +76,12 @@ Json FlopsJson(const ReportTotals& totals) {
               {"nodes_without_static_shapes", f.unknown}};
 }
 
+Json VersionsJson(const ModelVersions& versions) {
+  Json opsets = Json::object();
+  for (const auto& [domain, version] : versions.opsets) opsets[domain] = version;
+  return Json{{"ir_version", versions.ir}, {"opsets", opsets}};
+}
+
 Json SummaryJson(const CompileSummary& summary, const ReportTotals& totals) {
   Json by_dtype = Json::object();
   for (const DtypeCount& count : totals.by_dtype) by_dtype[count.dtype] = count.nodes;
@@ -93,6 +99,9 @@ Json SummaryJson(const CompileSummary& summary, const ReportTotals& totals) {
               {"values_flushed_to_zero", plan == nullptr ? 0 : plan->values_flushed_to_zero},
               {"weight_bytes",
                {{"before", summary.weight_bytes_before}, {"after", summary.weight_bytes_after}}},
+              {"versions",
+               {{"before", VersionsJson(summary.versions_before)},
+                {"after", VersionsJson(summary.versions_after)}}},
               {"flops", FlopsJson(totals)},
               {"seconds", summary.seconds}};
 }
@@ -120,6 +129,31 @@ int64_t CountCasts(const onnx::ModelProto& model) {
   return casts;
 }
 
+ModelVersions VersionsOf(const onnx::ModelProto& model) {
+  ModelVersions versions{model.ir_version(), {}};
+  for (const onnx::OperatorSetIdProto& opset : model.opset_import()) {
+    versions.opsets[opset.domain() == "ai.onnx" ? "" : opset.domain()] = opset.version();
+  }
+  return versions;
+}
+
+std::string VersionChanges(const CompileSummary& summary) {
+  const ModelVersions& before = summary.versions_before;
+  const ModelVersions& after = summary.versions_after;
+  std::vector<std::string> changes;
+  if (before.ir != after.ir) changes.push_back(absl::StrCat("IR ", before.ir, " -> ", after.ir));
+  for (const auto& [domain, version] : after.opsets) {
+    const std::string name = domain.empty() ? "opset" : domain;
+    auto was = before.opsets.find(domain);
+    if (was == before.opsets.end()) {
+      changes.push_back(absl::StrCat(name, " ", version, " added"));
+    } else if (was->second != version) {
+      changes.push_back(absl::StrCat(name, " ", was->second, " -> ", version));
+    }
+  }
+  return absl::StrJoin(changes, ", ");
+}
+
 std::string SummaryLine(const CompileSummary& summary) {
   CompileSummary counts_only = summary;
   counts_only.model = nullptr;  // the line shows no FLOPs: the model's nodes need no walk
@@ -136,6 +170,9 @@ std::string SummaryLine(const CompileSummary& summary) {
   }
   absl::StrAppend(&line, "; weights ", HumanBytes(summary.weight_bytes_before), " -> ",
                   HumanBytes(summary.weight_bytes_after));
+  if (const std::string changes = VersionChanges(summary); !changes.empty()) {
+    absl::StrAppend(&line, "; ", changes);
+  }
   if (!totals.warnings.empty()) {
     absl::StrAppend(&line, "; ", totals.warnings.size(),
                     totals.warnings.size() == 1 ? " warning" : " warnings");

@@ -4,12 +4,20 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "passes/precision_plan.h"
 
 namespace ampc {
+
+// A model's IR version and the opset it imports per domain ("" is the default domain).
+struct ModelVersions {
+  int64_t ir = 0;
+  std::map<std::string, int64_t> opsets;
+};
+ModelVersions VersionsOf(const onnx::ModelProto& model);
 
 struct CompileSummary {
   std::string input, output;            // paths as given; output empty for explain
@@ -25,14 +33,17 @@ struct CompileSummary {
   // What passes warned about (sorting, NaN weights, ...), without the file name; the plan's
   // warnings are its own.
   std::vector<std::string> pass_warnings;
+  ModelVersions versions_before, versions_after;  // what the compile raised or added, if anything
 };
 
 // Bytes of all initializers of every graph (sparse ones included); Cast nodes of every graph.
 int64_t WeightBytes(const onnx::ModelProto& model);
 int64_t CountCasts(const onnx::ModelProto& model);
 
+// "IR 8 -> 10, opset 17 -> 22, ai.ampc 1 added" (the versions the compile changed), or "".
+std::string VersionChanges(const CompileSummary& summary);
 // One line for stderr: nodes per dtype, casts added/removed, weight bytes before -> after,
-// warnings, time.
+// the version changes, warnings, time.
 std::string SummaryLine(const CompileSummary& summary);
 // For people: the per-node table (node, op, dtype, casts added, the rule that decided) and the
 // summary (nodes per dtype, casts, share of FLOPs in the low dtype, weights, warnings).

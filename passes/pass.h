@@ -24,6 +24,7 @@ struct ModelContext {
   std::vector<std::string> warnings;  // one line each, printed by the driver
   AutocastOptions autocast;
   TrainingOptions training;  // --train; read by the training-step pass
+  int target_opset = 0;      // --target-opset (0: the model's own); read by upgrade-opset
   std::shared_ptr<PrecisionPlan> plan;  // set by autocast, applied by insert-casts
   // An index of the model as the pass that set it left it (autocast, which changes nothing), so
   // the next pass need not build it again; the driver drops it after that next pass.

@@ -54,7 +54,8 @@ std::vector<std::string> PassNames() {
 }
 
 std::vector<std::string> DefaultPipeline() {
-  return {"verify-input", "infer-types", "autocast", "insert-casts", "fold-casts", "verify"};
+  return {"verify-input", "upgrade-opset", "infer-types", "autocast",
+          "insert-casts", "fold-casts",    "verify"};
 }
 
 absl::Status CompileWithDefaults(onnx::ModelProto& model, const std::string& file,

@@ -15,6 +15,7 @@
 #include "passes/ampc_ops.h"
 #include "passes/autodiff.h"
 #include "passes/bf16_ops.h"
+#include "passes/float_support.h"
 #include "passes/name_allocator.h"
 #include "passes/param_groups.h"
 #include "passes/training_state.h"
@@ -305,12 +306,15 @@ absl::Status AddFunctions(onnx::ModelProto& model, const onnx::GraphProto& algor
   bool bf16 = low_dtype == onnx::TensorProto::BFLOAT16;
   for (const onnx::NodeProto& node : algorithm.node()) bf16 = bf16 || IsAmpcVersion(node);
   absl::flat_hash_map<std::string, std::pair<std::string, std::string>> done;  // name, body
+  // The bodies import the model's opset (upgrade-opset made it 17 or more): the checker wants a
+  // function's imports compatible with the model's.
+  const int opset = CastOpset(OpsetsOf(model));
   for (const onnx::NodeProto& node : algorithm.node()) {
     // The ai.ampc versions of forward ops got theirs from insert-casts.
     if (node.domain() != kAmpcDomain || IsAmpcVersion(node)) continue;
     absl::StatusOr<onnx::FunctionProto> body =
-        AmpcFunctionBody(node.op_type(), node.input_size(), node.output_size());
-    if (absl::IsNotFound(body.status())) body = GradientFunctionBody(node, 17, bf16);
+        AmpcFunctionBody(node.op_type(), node.input_size(), node.output_size(), opset);
+    if (absl::IsNotFound(body.status())) body = GradientFunctionBody(node, opset, bf16);
     if (absl::IsNotFound(body.status())) {
       if (done.emplace(node.op_type(), std::make_pair(node.name(), "")).second)
         warnings.push_back(absl::StrCat("ai.ampc.", node.op_type(), " has no function body yet"));

@@ -1,12 +1,13 @@
-// upgrade-opset: with --train, a model whose default-domain opset is below
-// kTrainingMinimumOpset is converted to that opset by ONNX's version converter: the training
-// step's functions are written against it (CastLike is opset 15; the bodies are checked at 17).
-// Only from kOldestConvertedOpset on, and only models of default-domain ops: below it ONNX
-// 1.12's converter changes what some ops compute (Hardmax-11, Upsample and Resize with linear
-// modes) or writes invalid nodes (Reshape-4), and it cannot follow model-local functions or
-// custom domains. Such models are refused with a request to re-export them. Models at
-// kTrainingMinimumOpset, and compiles without --train, are left as they are.
+// upgrade-opset: converts the model's default-domain opset with ONNX's version converter when
+// asked (--target-opset N) or needed (--train below kTrainingMinimumOpset: the training step's
+// functions are written against it; CastLike is opset 15, the bodies are checked at 17). Only
+// upgrades, only from kOldestConvertedOpset on (below it the converter changes what some ops
+// compute: Hardmax-11, Upsample and Resize with linear modes), and not through model-local
+// functions, which the converter cannot follow. Nodes of other domains are kept as they are. The
+// IR version is raised to the first one that carries the new opset. Otherwise a no-op.
 #pragma once
+
+#include <cstdint>
 
 #include "passes/pass.h"
 
@@ -15,11 +16,14 @@ namespace ampc {
 inline constexpr int kTrainingMinimumOpset = 17;
 inline constexpr int kOldestConvertedOpset = 13;
 
+// The first IR version of the ONNX release that introduced default-domain opset `opset`.
+int64_t MinimumIrVersion(int64_t opset);
+
 class UpgradeOpset : public Pass {
  public:
   absl::string_view Name() const override { return "upgrade-opset"; }
-  // Warns (naming both opsets) when it converts. An error names the file, the opset and what
-  // the converter said.
+  // --train's conversion warns, naming both opsets (--target-opset's is in the summary line).
+  // An error names the file, the opsets and what the converter said.
   absl::StatusOr<bool> Run(ModelContext& context) override;
 };
 

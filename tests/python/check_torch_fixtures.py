@@ -66,9 +66,6 @@ GATHER_AXIS = ("autodiff: a gradient for Gather on axis 1 (the classifier's toke
                "ViT and BERT)", "Gather has a gradient only for axis 0")
 GELU_GRAD = ("autodiff: a gradient for Gelu (opset 20; the dynamo exporter's nn.GELU)",
              "(Gelu) has no gradient rule")
-TRAIN_OPSET = ("--train above opset 17: the step's functions import opset 17, the model 20 "
-               "(the dynamo exporter's), and the checker refuses the output",
-               "FunctionOp imports version 17 whereas model imports version 20")
 BROADCAST = ("autodiff of a broadcast whose shape comes from constant subgraphs that strict "
              "inference leaves unknown (the legacy exporter's ConstantOfShape/Where/Expand)",
              "is broadcast (unknown size)")
@@ -78,8 +75,7 @@ TRAIN_CHECKS = ("train fp16 step", "train bf16 step", "ampc train")
 # (fixture file, check) -> the gaps it may fail on. A listed check must fail with one of their
 # errors; passing, or failing otherwise, fails the test (then update this table).
 EXPECTED_FAILURES = {
-    **{("cnn.dynamo.onnx", check): (TRAIN_OPSET,) for check in TRAIN_CHECKS},
-    **{(f"{model}.dynamo.onnx", check): (GATHER_AXIS, GELU_GRAD, TRAIN_OPSET)
+    **{(f"{model}.dynamo.onnx", check): (GATHER_AXIS, GELU_GRAD)
        for model in ("vit", "bert") for check in TRAIN_CHECKS},
     **{(f"{model}.legacy.onnx", check): (GATHER_AXIS, BROADCAST)
        for model in ("vit", "bert") for check in TRAIN_CHECKS},

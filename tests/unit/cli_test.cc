@@ -512,6 +512,23 @@ TEST_F(CliTest, PrintAfterPassGoesToStdout) {
   EXPECT_THAT(all.out, HasSubstr("# after infer-types"));
 }
 
+TEST_F(CliTest, TargetOpsetUpgradesEvenWithAPassesList) {
+  const std::string path = WriteModel("mlp.onnx", models::BuildMlp());  // opset 17, IR 8
+  auto r = Ampc({path, "-o", out_, "--passes=infer-types", "--target-opset=23"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("IR 8 -> 11, opset 17 -> 23"));
+  absl::StatusOr<LoadedModel> upgraded = LoadModel(out_);
+  ASSERT_TRUE(upgraded.ok()) << upgraded.status();
+  EXPECT_EQ(upgraded->model.ir_version(), 11);
+  EXPECT_EQ(upgraded->model.opset_import(0).version(), 23);
+  for (const char* opset : {"--target-opset=12", "--target-opset=29"}) {
+    auto bad = Ampc({path, "-o", out_, opset});
+    EXPECT_EQ(bad.exit_code, 2) << opset;
+    EXPECT_THAT(bad.err, HasSubstr("expected an opset from 13 to 28")) << opset;
+  }
+  EXPECT_EQ(Ampc({"run", path, "--target-opset=22"}).exit_code, 2);  // a compile flag
+}
+
 TEST_F(CliTest, TimePassesPrintsOneLinePerStep) {
   const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
   auto r = Ampc({path, "-o", out_, "--time-passes"});

@@ -128,7 +128,7 @@ class ReportTest : public ::testing::Test {
     plan_.constants_converted = 1;
     plan_.values_clamped = 3;
     plan_.warnings = {"node 'g#2' (MyOp): op not in the policy"};
-    summary_ = {"in.onnx", "out.onnx", 48, 24, 1, 5, 0.25, &plan_, &model_, "", {}};
+    summary_ = {"in.onnx", "out.onnx", 48, 24, 1, 5, 0.25, &plan_, &model_, "", {}, {}, {}};
   }
   void Plan(const onnx::NodeProto* node, int dtype, Category category, std::string rule,
             int casts) {
@@ -232,6 +232,28 @@ TEST_F(ReportTest, ExplainSummaryShowsFlopsWeightsAndWarnings) {
   EXPECT_THAT(table, HasSubstr(plan_.warnings[0]));
   summary_.model = nullptr;
   EXPECT_THAT(ExplainTable(summary_), HasSubstr("n/a"));
+}
+
+TEST_F(ReportTest, VersionChangesAreNamedInTheSummaryLineExplainAndJson) {
+  EXPECT_EQ(VersionChanges(summary_), "");
+  EXPECT_THAT(SummaryLine(summary_), Not(HasSubstr("IR")));
+  summary_.versions_before = {8, {{"", 17}}};
+  summary_.versions_after = {10, {{"", 22}, {"ai.ampc", 1}}};
+  EXPECT_EQ(VersionChanges(summary_), "IR 8 -> 10, opset 17 -> 22, ai.ampc 1 added");
+  EXPECT_THAT(SummaryLine(summary_), HasSubstr("; IR 8 -> 10, opset 17 -> 22, ai.ampc 1 added;"));
+  EXPECT_THAT(ExplainTable(summary_), HasSubstr("versions   IR 8 -> 10"));
+  const json versions = json::parse(ReportJson(summary_))["summary"]["versions"];
+  EXPECT_EQ(versions["before"]["ir_version"], 8);
+  EXPECT_EQ(versions["after"]["opsets"][""], 22);
+  EXPECT_EQ(versions["after"]["opsets"]["ai.ampc"], 1);
+}
+
+TEST_F(ReportTest, ExplainHintsAtTargetOpset22ForAmpcVersions) {
+  EXPECT_THAT(ExplainTable(summary_), Not(HasSubstr("--target-opset")));
+  plan_.nodes[plan_.order[0]].ampc_version = true;
+  EXPECT_THAT(ExplainTable(summary_),
+              HasSubstr("1 node runs as its ai.ampc version (its schema gains bfloat16 at opset "
+                        "22); --target-opset 22 runs it as a standard op"));
 }
 
 // A node a later pass removed from the model is reported from the plan alone.
