@@ -92,7 +92,11 @@ std::set<FunctionId> CallsToInline(onnx::ModelProto& model, const KernelRegistry
   std::set<FunctionId> calls;
   for (onnx::NodeProto& node : *model.mutable_graph()->mutable_node()) {
     const std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
-    if (registry.Has(domain, node.op_type(), backend) || !HasBody(node, model, opsets)) continue;
+    auto opset = opsets.find(domain);
+    const int version = opset == opsets.end() ? 0 : opset->second;
+    if (registry.Has(domain, node.op_type(), backend, version) || !HasBody(node, model, opsets)) {
+      continue;
+    }
     calls.emplace(node.domain(), node.op_type());
     if (const onnx::OpSchema* schema = SchemaOf(node, opsets))
       StateDefaultAttributes(node, *schema);

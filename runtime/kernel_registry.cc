@@ -1,6 +1,10 @@
 #include "runtime/kernel_registry.h"
 
+#include <onnx/defs/schema.h>
+
 #include <algorithm>
+#include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -27,6 +31,30 @@ bool Accepts(const KernelDef& def, const KernelInfo& info) {
     if (!found) return false;
   }
   return true;
+}
+
+// The since-version of the op's schema at `opset`; 0 for an op without a schema (the runtime's
+// own domains), which every range accepts.
+int OpVersion(const std::string& op, int opset, const std::string& domain) {
+  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(op, opset, domain);
+  return schema == nullptr ? 0 : schema->since_version();
+}
+
+bool Covers(const KernelDef& def, int version) {
+  return version == 0 || def.versions.Contains(version);
+}
+
+// "versions 9 to 28" or "versions 1 to 10 and 13 to 28", of every def.
+std::string Coverage(const std::vector<KernelDef>& defs) {
+  std::set<std::pair<int, int>> ranges;
+  for (const KernelDef& def : defs) ranges.emplace(def.versions.first, def.versions.last);
+  return absl::StrCat(
+      ranges.size() == 1 && ranges.begin()->first == ranges.begin()->second ? "version "
+                                                                            : "versions ",
+      absl::StrJoin(ranges, " and ", [](std::string* out, const std::pair<int, int>& range) {
+        absl::StrAppend(out, range.first);
+        if (range.second != range.first) absl::StrAppend(out, " to ", range.second);
+      }));
 }
 
 std::string TypeList(const std::vector<DType>& types) {
@@ -78,7 +106,11 @@ absl::StatusOr<std::unique_ptr<OpKernel>> KernelRegistry::Create(const KernelInf
     return absl::UnimplementedError(
         absl::StrCat(info.label(), ": op not supported on the ", info.backend.name(), " backend"));
   }
+  const int version = OpVersion(info.node.op_type(), info.opset, domain);
+  bool version_found = false;
   for (const KernelDef& def : it->second) {
+    if (!Covers(def, version)) continue;
+    version_found = true;
     if (!Accepts(def, info)) continue;
     absl::StatusOr<std::unique_ptr<OpKernel>> kernel = def.factory(info);
     if (!kernel.ok()) {
@@ -88,22 +120,41 @@ absl::StatusOr<std::unique_ptr<OpKernel>> KernelRegistry::Create(const KernelInf
     if (memory != nullptr) *memory = def.memory;
     return kernel;
   }
+  if (!version_found) {
+    return absl::UnimplementedError(absl::StrCat(
+        info.label(), ": no ", info.backend.name(), " kernel for ", info.node.op_type(), "-",
+        version, " (opset ", info.opset, "); its kernels implement ", Coverage(it->second)));
+  }
   return absl::UnimplementedError(
       absl::StrCat(info.label(), ": no ", info.backend.name(), " kernel for input types (",
                    TypeList(info.input_types), ") -> (", TypeList(info.output_types), ")"));
 }
 
+void KernelRegistry::Restrict(const std::string& domain, const std::string& op,
+                              VersionRange range) {
+  for (auto& [key, defs] : defs_) {
+    if (std::get<0>(key) != domain || std::get<1>(key) != op) continue;
+    for (KernelDef& def : defs) def.versions = range;
+  }
+}
+
 bool KernelRegistry::Has(const std::string& domain, const std::string& op,
-                         const std::string& backend) const {
-  return defs_.contains(std::make_tuple(domain, op, backend));
+                         const std::string& backend, int opset) const {
+  auto it = defs_.find(std::make_tuple(domain, op, backend));
+  if (it == defs_.end()) return false;
+  const int version = OpVersion(op, opset, domain);
+  return std::any_of(it->second.begin(), it->second.end(),
+                     [&](const KernelDef& def) { return Covers(def, version); });
 }
 
 bool KernelRegistry::Supports(const KernelInfo& info) const {
   const std::string& domain = info.node.domain() == "ai.onnx" ? std::string() : info.node.domain();
   auto it = defs_.find(std::make_tuple(domain, info.node.op_type(), info.backend.name()));
   if (it == defs_.end()) return false;
-  return std::any_of(it->second.begin(), it->second.end(),
-                     [&](const KernelDef& def) { return Accepts(def, info); });
+  const int version = OpVersion(info.node.op_type(), info.opset, domain);
+  return std::any_of(it->second.begin(), it->second.end(), [&](const KernelDef& def) {
+    return Covers(def, version) && Accepts(def, info);
+  });
 }
 
 }  // namespace ampc

@@ -1,5 +1,6 @@
-// Kernels by (domain, op, backend) and the element types each accepts. Session creation asks the
-// registry for every node, so an unsupported op or element type fails before the first step.
+// Kernels by (domain, op, backend), the op versions and the element types each accepts. Session
+// creation asks the registry for every node, so an unsupported op or element type fails before the
+// first step.
 #pragma once
 
 #include <functional>
@@ -34,6 +35,20 @@ struct InputMemory {
   std::vector<int> either = {};
 };
 
+// The newest default-domain opset whose op versions the kernels are checked against (ONNX
+// 1.23's node tests, tests/python/check_node_cases.py). A version introduced after it has no
+// kernel until one is registered for it, so an op that changes meaning in a newer ONNX is refused
+// by name instead of run with the old meaning.
+inline constexpr int kKernelsCheckedThroughOpset = 28;
+
+// The versions of an op a kernel implements, as since-versions of the op's schema (Resize-13
+// covers opsets 13 to 17; Resize-18 starts at 18), both ends included.
+struct VersionRange {
+  int first = 1;
+  int last = kKernelsCheckedThroughOpset;
+  bool Contains(int version) const { return version >= first && version <= last; }
+};
+
 struct KernelDef {
   std::string domain;  // "" is ai.onnx
   std::string op;
@@ -41,6 +56,7 @@ struct KernelDef {
   std::vector<TypeConstraint> constraints;
   KernelFactory factory;
   InputMemory memory = {};
+  VersionRange versions = {};
 };
 
 class KernelRegistry {
@@ -55,7 +71,11 @@ class KernelRegistry {
                 std::vector<TypeConstraint> constraints, KernelFunction function,
                 InputMemory memory = {});
 
-  // The kernel for the node, or Unimplemented naming node, op, backend and element types.
+  // Only versions `range` of every backend's kernels of (domain, op). Call after registering them.
+  void Restrict(const std::string& domain, const std::string& op, VersionRange range);
+
+  // The kernel for the node's op version (its schema's since-version at the node's opset), or
+  // Unimplemented naming node, op version, backend and element types.
   // `memory`, when given, receives where the chosen definition reads its inputs.
   absl::StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info,
                                                    InputMemory* memory = nullptr) const;
@@ -64,7 +84,9 @@ class KernelRegistry {
   // domain (the ai.ampc versions of passes/bf16_ops.h). Call after registering them.
   void Alias(const std::string& domain, const std::string& from_domain, const std::string& op);
 
-  bool Has(const std::string& domain, const std::string& op, const std::string& backend) const;
+  // A kernel of (domain, op) on `backend` implements the op's version at `opset` of `domain`.
+  bool Has(const std::string& domain, const std::string& op, const std::string& backend,
+           int opset) const;
   // A kernel of info.backend accepts the node's element types (no kernel is created).
   bool Supports(const KernelInfo& info) const;
 

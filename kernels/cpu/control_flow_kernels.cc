@@ -285,10 +285,6 @@ class LoopKernel final : public OpKernel {
 class ScanKernel final : public OpKernel {
  public:
   static KernelOr Create(const KernelInfo& info) {
-    if (info.opset < 9) {
-      return absl::UnimplementedError(
-          "Scan before opset 9 (batched, sequence_lens) is not supported");
-    }
     auto kernel = std::unique_ptr<ScanKernel>(new ScanKernel());
     const Attributes attributes = info.attributes();
     AMPC_ASSIGN_OR_RETURN(const int64_t num_scan_inputs, attributes.RequiredInt("num_scan_inputs"));
@@ -391,7 +387,8 @@ void RegisterControlFlowKernels(KernelRegistry& registry) {
   registry.Register(KernelDef{"", "If", "cpu", {{0, {DType::kBool}}}, IfKernel::Create});
   registry.Register(KernelDef{
       "", "Loop", "cpu", {{0, {DType::kInt64}}, {1, {DType::kBool}}}, LoopKernel::Create});
-  registry.Register(KernelDef{"", "Scan", "cpu", {}, ScanKernel::Create});
+  // Scan-8 is batched, with sequence_lens: another op.
+  registry.Register(KernelDef{"", "Scan", "cpu", {}, ScanKernel::Create, {}, {.first = 9}});
 }
 
 }  // namespace ampc

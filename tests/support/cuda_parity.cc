@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "passes/ampc_ops.h"
+#include "passes/float_support.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/session.h"
 #include "tests/support/model_text.h"
@@ -120,11 +121,13 @@ void ExpectRunsOnCpuWithCudaKernels(const ParityCase& parity) {
   ASSERT_TRUE(session.ok()) << session.status();
   auto outputs = (*session)->Run(RandomInputs(model, parity.ranges, parity.seed));
   ASSERT_TRUE(outputs.ok()) << outputs.status();
+  const OpsetVersions opsets = OpsetsOf(model);
   for (const onnx::NodeProto& node : model.graph().node()) {
     if (node.op_type() == "Constant") continue;  // the executor takes its value
-    EXPECT_TRUE(DefaultRegistry().Has(node.domain() == "ai.onnx" ? "" : node.domain(),
-                                      node.op_type(), "cuda"))
-        << node.op_type() << " has no CUDA kernel";
+    const std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
+    const int opset = opsets.contains(domain) ? opsets.at(domain) : 0;
+    EXPECT_TRUE(DefaultRegistry().Has(domain, node.op_type(), "cuda", opset))
+        << node.op_type() << " has no CUDA kernel for its version";
   }
 }
 

@@ -156,6 +156,46 @@ AddTwice (a) => (b) {
   EXPECT_EQ(Values<float>((*outputs)[0]), (std::vector<float>{3, -6, 1.5f}));
 }
 
+// ONNX's inliner refuses a function whose default-domain opset differs from the model's: one
+// line naming the function and why, at creation.
+TEST(SessionTest, AFunctionThatCannotBeInlinedIsOneLineNamingIt) {
+  CpuBackend backend(1);
+  auto session = Session::Create(testing::ParseModelText(R"(
+<ir_version: 10, opset_import: ["" : 18, "local" : 1]>
+g (float[3] x) => (float[3] y) {
+  y = local.Twice(x)
+}
+<domain: "local", opset_import: ["" : 13]>
+Twice (a) => (b) {
+  b = Add(a, a)
+}
+)"),
+                                 DefaultRegistry(), backend);
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.status().message(),
+            "cannot run local.Twice (no kernel on the cpu backend) as its function body: Model has "
+            "functions with incompatible opset versions.");
+}
+
+// Scan-8 (batched, with sequence_lens) is another op than Scan-9: its kernels start at 9.
+TEST(SessionTest, AnOpVersionWithoutAKernelIsRefusedNamingTheVersion) {
+  CpuBackend backend(1);
+  auto session = Session::Create(testing::ParseModelText(R"(
+<ir_version: 3, opset_import: ["" : 8]>
+g (float[1, 2] s, float[1, 3, 2] x) => (float[1, 2] t, float[1, 3, 2] ys) {
+  t, ys = Scan <num_scan_inputs = 1, body = b (float[2] si, float[2] xi) => (float[2] so, float[2] yo) {
+    so = Add(si, xi)
+    yo = Identity(so)
+  }> (, s, x)
+}
+)"),
+                                 DefaultRegistry(), backend);
+  ASSERT_FALSE(session.ok());
+  EXPECT_THAT(
+      session.status().message(),
+      HasSubstr("no cpu kernel for Scan-8 (opset 8); its kernels implement versions 9 to "));
+}
+
 TEST(SessionTest, UnsupportedElementTypeFailsAtCreationNamingTypes) {
   CpuBackend backend(1);
   auto session = Session::Create(testing::ParseModelText(R"(
