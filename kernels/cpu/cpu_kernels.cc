@@ -13,6 +13,7 @@ void RegisterCpuKernels(KernelRegistry& registry) {
   RegisterScalerKernels(registry);
   RegisterGradKernels(registry);
   RegisterRecurrentKernels(registry);
+  RegisterBitwiseKernels(registry);
 }
 
 }  // namespace ampc

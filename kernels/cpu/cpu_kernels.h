@@ -16,6 +16,7 @@ void RegisterControlFlowKernels(KernelRegistry& registry);
 void RegisterScalerKernels(KernelRegistry& registry);  // ai.ampc loss scaling and optimizers
 void RegisterGradKernels(KernelRegistry& registry);
 void RegisterRecurrentKernels(KernelRegistry& registry);  // RNN, GRU, LSTM
+void RegisterBitwiseKernels(KernelRegistry& registry);
 
 void RegisterCpuKernels(KernelRegistry& registry);
 

@@ -1,5 +1,5 @@
-// Math ops: Cast/CastLike, Where, Clip, variadic Max/Min/Sum/Mean, Mod, BitShift, PRelu, Shrink,
-// Mish and Det. FP16/BF16 compute in float and round once to the output type.
+// Math ops: Cast/CastLike, Where, Clip, variadic Max/Min/Sum/Mean, Mod, PRelu, Shrink, Mish and
+// Det. FP16/BF16 compute in float and round once to the output type.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -239,7 +239,7 @@ absl::Status Variadic(KernelContext& context) {
   return handled ? status : UnsupportedType(context, context.in(0).dtype());
 }
 
-// ---- Mod, BitShift, PRelu ----
+// ---- Mod, PRelu ----
 
 template <typename C>
 C IntegerRemainder(C a, C b) {
@@ -268,24 +268,6 @@ absl::Status Mod(KernelContext& context) {
             if (!fmod && r != C{0} && ((r < C{0}) != (b < C{0}))) r = static_cast<C>(r + b);
           }
           return r;
-        });
-      });
-  return handled ? status : UnsupportedType(context, context.in(0).dtype());
-}
-
-absl::Status BitShift(KernelContext& context) {
-  const std::string direction = context.attributes().String("direction", "");
-  if (direction != "LEFT" && direction != "RIGHT") {
-    return NodeError(context, absl::StrCat("attribute 'direction' must be LEFT or RIGHT, got '",
-                                           direction, "'"));
-  }
-  const bool left = direction == "LEFT";
-  absl::Status status;
-  const bool handled = Dispatch<DType::kUint8, DType::kUint16, DType::kUint32, DType::kUint64>(
-      context.in(0).dtype(), [&]<typename T>() {
-        status = BinaryMap<T, T>(context, context.in(0), context.in(1), [left](T a, T b) -> T {
-          if (b >= sizeof(T) * 8) return T{0};  // every bit shifted out
-          return static_cast<T>(left ? a << b : a >> b);
         });
       });
   return handled ? status : UnsupportedType(context, context.in(0).dtype());
@@ -418,8 +400,6 @@ void RegisterMathKernels(KernelRegistry& r) {
   r.Register("cpu", "Sum", numeric, Variadic<FoldKind::kSum, AMPC_FLOAT_TYPES, AMPC_INT_TYPES>);
   r.Register("cpu", "Mean", floats, Variadic<FoldKind::kMean, AMPC_FLOAT_TYPES>);
   r.Register("cpu", "Mod", numeric, Mod);
-  r.Register("cpu", "BitShift", {DType::kUint8, DType::kUint16, DType::kUint32, DType::kUint64},
-             BitShift);
   r.Register("cpu", "PRelu",
              {AMPC_FLOAT_TYPES, DType::kInt32, DType::kInt64, DType::kUint32, DType::kUint64},
              PRelu);
