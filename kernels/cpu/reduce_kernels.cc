@@ -1,6 +1,6 @@
 // Reductions (ReduceSum ... ReduceLogSumExp), ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax, CumSum,
-// TopK and the two classification losses. Sums accumulate in FP32 (FP64 for FP64 inputs) and each
-// output is rounded once.
+// CumProd, TopK and the two classification losses. Sums accumulate in FP32 (FP64 for FP64 inputs)
+// and each output is rounded once.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -269,6 +269,7 @@ void RegisterReduceKernels(KernelRegistry& r) {
   r.Register("cpu", "LogSoftmax", floats, reduce::SoftmaxLike<reduce::SoftmaxKind::kLogSoftmax>);
   r.Register("cpu", "Hardmax", floats, reduce::SoftmaxLike<reduce::SoftmaxKind::kHardmax>);
   r.Register("cpu", "", "CumSum", {{0, reduce_types}, {1, index_types}}, reduce::CumSum);
+  r.Register("cpu", "", "CumProd", {{0, reduce_types}, {1, index_types}}, reduce::CumProd);
   r.Register("cpu", "", "TopK", {{0, numeric}, {1, {DType::kInt64}}}, reduce::TopK);
   r.Register("cpu", "", "SoftmaxCrossEntropyLoss", {{0, floats}, {1, index_types}, {2, floats}},
              reduce::SoftmaxCrossEntropyLoss);

@@ -1,10 +1,12 @@
-// CumSum (running sums along an axis, accumulated in FP32/FP64/64-bit, each rounded once) and TopK
-// (the k largest or smallest along an axis; equal values keep the lower index first).
+// CumSum and CumProd (running sums and products along an axis, accumulated in FP32/FP64/64-bit,
+// each rounded once) and TopK (the k largest or smallest along an axis; equal values keep the
+// lower index first).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/reduce_common.h"
@@ -12,7 +14,29 @@
 
 namespace ampc::reduce {
 
-inline absl::Status CumSum(KernelContext& context) {
+// The running value of CumSum (kProduct false) or CumProd: in Acc<T>; integer products in
+// uint64_t, whose low bits wrap as T's would (a signed overflow would be undefined).
+template <typename T, bool kProduct>
+using ScanAcc = std::conditional_t<kProduct && std::is_integral_v<Acc<T>>, uint64_t, Acc<T>>;
+
+template <typename T, bool kProduct>
+void ScanRow(const T* px, T* py, const AxisLayout& layout, int64_t start, bool exclusive,
+             bool reverse) {
+  using A = ScanAcc<T, kProduct>;
+  A acc{kProduct ? 1 : 0};
+  for (int64_t j = 0; j < layout.n; ++j) {
+    const int64_t at = start + (reverse ? layout.n - 1 - j : j) * layout.inner;
+    const A v = static_cast<A>(LoadAcc(px[at]));
+    if (exclusive) py[at] = StoreAs<T>(acc);
+    acc = kProduct ? static_cast<A>(acc * v) : static_cast<A>(acc + v);
+    if (!exclusive) py[at] = StoreAs<T>(acc);
+  }
+}
+
+// CumSum and CumProd: running sums (products) along the axis input, each rounded once;
+// `exclusive` leaves out the element itself, `reverse` runs from the end.
+template <bool kProduct>
+absl::Status CumulativeScan(KernelContext& context) {
   const Tensor& x = context.in(0);
   const Tensor* axis_input = context.input(1);
   if (axis_input == nullptr) return NodeError(context, "the axis input is missing");
@@ -29,20 +53,15 @@ inline absl::Status CumSum(KernelContext& context) {
             T* py = out->data<T>();
             ParallelFor(context, layout.rows(), layout.n, [&](int64_t begin, int64_t end) {
               for (int64_t r = begin; r < end; ++r) {
-                const int64_t start = layout.RowStart(r);
-                Acc<T> sum{0};
-                for (int64_t j = 0; j < layout.n; ++j) {
-                  const int64_t at = start + (reverse ? layout.n - 1 - j : j) * layout.inner;
-                  const Acc<T> v = LoadAcc(px[at]);
-                  if (!exclusive) sum += v;
-                  py[at] = StoreAs<T>(sum);
-                  if (exclusive) sum += v;
-                }
+                ScanRow<T, kProduct>(px, py, layout, layout.RowStart(r), exclusive, reverse);
               }
             });
           });
   return handled ? absl::OkStatus() : UnsupportedType(context);
 }
+
+inline absl::Status CumSum(KernelContext& context) { return CumulativeScan<false>(context); }
+inline absl::Status CumProd(KernelContext& context) { return CumulativeScan<true>(context); }
 
 // k: the attribute before opset 10, input 1 (a one-element int64 tensor) from opset 10.
 inline absl::StatusOr<int64_t> TopKCount(const KernelContext& context) {

@@ -1,6 +1,6 @@
-// Reduce-family CPU kernels: reductions, ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax, CumSum, TopK
-// and the classification losses. Expected values come from reference loops written here (in
-// double) or from hand computation. ONNX's own test cases run in ampc-conformance.
+// Reduce-family CPU kernels: reductions, ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax, CumSum,
+// CumProd, TopK and the classification losses. Expected values come from reference loops written
+// here (in double) or from hand computation. ONNX's own test cases run in ampc-conformance.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -431,6 +431,38 @@ g (float16[3000] x, int32[] axis) => (float16[3000] y) { y = CumSum(x, axis) })"
   EXPECT_EQ(HalfAt((*out)[0], 2999), 3000.0f);
   EXPECT_EQ(HalfAt((*out)[0], 2048), 2048.0f);  // 2049 ties to even
   EXPECT_EQ(HalfAt((*out)[0], 2050), 2052.0f);  // 2051 ties to even
+}
+
+TEST_F(ReduceKernelsTest, CumProdExclusiveAndReverse) {
+  const Tensor x = Floats({2, 3}, {1, 2, 3, 4, 5, 6});
+  struct Case {
+    std::string attributes;
+    int64_t axis;
+    std::vector<float> want;
+  };
+  for (const Case& c : std::vector<Case>{{"exclusive = 0", 1, {1, 2, 6, 4, 20, 120}},
+                                         {"exclusive = 1", 1, {1, 1, 2, 1, 4, 20}},
+                                         {"reverse = 1", -1, {6, 6, 3, 120, 30, 6}},
+                                         {"exclusive = 1, reverse = 1", 1, {6, 3, 1, 30, 6, 1}},
+                                         {"exclusive = 0", 0, {1, 2, 3, 4, 10, 18}}}) {
+    SCOPED_TRACE(c.attributes + " axis " + std::to_string(c.axis));
+    auto out = Run(R"(<ir_version: 10, opset_import: ["" : 26]>
+g (float[2,3] x, int64[] axis) => (float[2,3] y) { y = CumProd<)" +
+                       c.attributes + ">(x, axis) }",
+                   {x, Int64s({}, {c.axis})});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(Values<float>((*out)[0]), c.want);
+  }
+}
+
+TEST_F(ReduceKernelsTest, CumProdOfInt32WrapsAsInt32Does) {
+  // 65536 * 65537 = 2^32 + 65536, which wraps to 65536; times -1 is -65536.
+  auto out = Run(R"(<ir_version: 10, opset_import: ["" : 26]>
+g (int32[3] x, int32[] axis) => (int32[3] y) { y = CumProd(x, axis) })",
+                 {Make<int32_t>(DType::kInt32, {3}, {65536, 65537, -1}),
+                  Make<int32_t>(DType::kInt32, {}, {0})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Values<int32_t>((*out)[0]), (std::vector<int32_t>{65536, 65536, -65536}));
 }
 
 TEST_F(ReduceKernelsTest, TopKBreaksTiesByLowerIndex) {
