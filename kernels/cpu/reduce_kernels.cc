@@ -132,7 +132,8 @@ struct ProdOp {
     return prod;
   }
 };
-// Max and min propagate NaN; over no elements they give -inf/+inf (the lowest/highest integer).
+// Max and min propagate NaN; over no elements they give -inf/+inf (the lowest/highest integer,
+// false/true for bool).
 template <bool kMax>
 struct ExtremeOp {
   template <typename T>
@@ -186,7 +187,8 @@ absl::Status ReduceTyped(KernelContext& context, const ReducePlan& plan) {
 
 #define AMPC_REDUCE_TYPES \
   AMPC_FLOAT_TYPES, DType::kInt32, DType::kInt64, DType::kUint32, DType::kUint64
-#define AMPC_MINMAX_TYPES AMPC_REDUCE_TYPES, DType::kInt8, DType::kUint8
+// ReduceMax/ReduceMin take bool from opset 20 (the empty max is false, the empty min true).
+#define AMPC_MINMAX_TYPES AMPC_REDUCE_TYPES, DType::kInt8, DType::kUint8, DType::kBool
 
 template <typename Op, DType... Ds>
 absl::Status Reduce(KernelContext& context) {

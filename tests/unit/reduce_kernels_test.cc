@@ -465,6 +465,34 @@ g (int32[3] x, int32[] axis) => (int32[3] y) { y = CumProd(x, axis) })",
   EXPECT_EQ(Values<int32_t>((*out)[0]), (std::vector<int32_t>{65536, 65536, -65536}));
 }
 
+TEST_F(ReduceKernelsTest, ReduceMaxAndMinOfBool) {
+  // Rows TT, TF, FT, FF: max (any) T, T, T, F; min (all) T, F, F, F.
+  auto out =
+      Run(R"(<ir_version: 10, opset_import: ["" : 20]>
+g (bool[4,2] x, int64[1] axes) => (bool[4,1] hi, bool[4,1] lo) {
+  hi = ReduceMax(x, axes)
+  lo = ReduceMin(x, axes)
+})",
+          {Make<bool>(DType::kBool, {4, 2}, {true, true, true, false, false, true, false, false}),
+           Int64s({1}, {1})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Values<bool>((*out)[0]), (std::vector<bool>{true, true, true, false}));
+  EXPECT_EQ(Values<bool>((*out)[1]), (std::vector<bool>{true, false, false, false}));
+}
+
+TEST_F(ReduceKernelsTest, ReduceMaxAndMinOfEmptyBoolAreFalseAndTrue) {
+  auto out = Run(R"(<ir_version: 10, opset_import: ["" : 20]>
+g (bool[2,0,2] x, int64[1] axes) => (bool[2,1,2] hi, bool[2,1,2] lo) {
+  hi = ReduceMax(x, axes)
+  lo = ReduceMin(x, axes)
+})",
+                 {Make<bool>(DType::kBool, {2, 0, 2}, {}), Int64s({1}, {1})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].shape(), (Shape{2, 1, 2}));
+  EXPECT_EQ(Values<bool>((*out)[0]), std::vector<bool>(4, false));
+  EXPECT_EQ(Values<bool>((*out)[1]), std::vector<bool>(4, true));
+}
+
 TEST_F(ReduceKernelsTest, TopKBreaksTiesByLowerIndex) {
   const Tensor x = Floats({2, 4}, {3, 9, 3, 9, 1, 1, 1, 0});
   auto largest = Run(R"(<ir_version: 8, opset_import: ["" : 11]>
