@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/math_cast.h"
 #include "kernels/cpu/tensor_ops.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/status_macros.h"
@@ -252,6 +253,53 @@ absl::Status ConstantOfShape(KernelContext& context) {
   return absl::OkStatus();
 }
 
+// Range's element count, ceil((limit - start) / delta) clamped at 0: the quotient in C for floats
+// (numpy's float32 arithmetic, as the spec's reference), in double for integers.
+template <typename C>
+absl::StatusOr<int64_t> RangeCount(const KernelContext& context, C start, C limit, C delta) {
+  if (delta == C{0}) return NodeError(context, "delta is 0");
+  double count;
+  if constexpr (std::is_floating_point_v<C>) {
+    count = std::ceil(static_cast<double>((limit - start) / delta));
+  } else {
+    count = std::ceil((static_cast<double>(limit) - static_cast<double>(start)) /
+                      static_cast<double>(delta));
+  }
+  // NaN, inf or a count beyond any tensor (casting those to int64 is undefined).
+  if (std::isnan(count) || count >= 9.2e18) {
+    return NodeError(context, absl::StrCat("the output would have ", count,
+                                           " elements (start, limit and delta give no finite "
+                                           "count that fits a tensor)"));
+  }
+  return count > 0 ? static_cast<int64_t>(count) : int64_t{0};  // -inf too
+}
+
+// start + i * delta computed in C, each element rounded once to storage type T.
+template <typename T, typename C>
+absl::Status RangeIn(KernelContext& context) {
+  auto scalar = [&](int i) { return static_cast<C>(Compute<T>::Load(context.in(i).data<T>()[0])); };
+  const C start = scalar(0), limit = scalar(1), delta = scalar(2);
+  AMPC_ASSIGN_OR_RETURN(const int64_t n, RangeCount(context, start, limit, delta));
+  AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, {n}, context.in(0).dtype()));
+  T* y = out->data<T>();
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = ConvertElement<C, T>(static_cast<C>(start + static_cast<C>(i) * delta));
+  }
+  return absl::OkStatus();
+}
+
+// FP16/BF16 compute in float, or in double with stash_type 11 (Range-27's attribute).
+template <typename T>
+absl::Status HalfRange(KernelContext& context) {
+  const int64_t stash = context.attributes().Int("stash_type", onnx::TensorProto::FLOAT);
+  if (stash == onnx::TensorProto::DOUBLE) return RangeIn<T, double>(context);
+  if (stash != onnx::TensorProto::FLOAT) {
+    return NodeError(context,
+                     absl::StrCat("stash_type ", stash, " is not float (1) or double (11)"));
+  }
+  return RangeIn<T, float>(context);
+}
+
 absl::Status Range(KernelContext& context) {
   for (int i = 0; i < 3; ++i) {
     if (context.in(i).dtype() != context.in(0).dtype()) {
@@ -264,38 +312,9 @@ absl::Status Range(KernelContext& context) {
   }
   absl::Status status;
   Dispatch<DType::kFloat, DType::kDouble, DType::kInt16, DType::kInt32, DType::kInt64>(
-      context.in(0).dtype(), [&]<typename T>() {
-        const T start = context.in(0).data<T>()[0];
-        const T limit = context.in(1).data<T>()[0];
-        const T delta = context.in(2).data<T>()[0];
-        if (delta == T{0}) {
-          status = NodeError(context, "delta is 0");
-          return;
-        }
-        // As the spec's reference: the quotient in T for floats (numpy float32 arithmetic).
-        double count;
-        if constexpr (std::is_floating_point_v<T>) {
-          count = std::ceil(static_cast<double>((limit - start) / delta));
-        } else {
-          count = std::ceil((static_cast<double>(limit) - static_cast<double>(start)) /
-                            static_cast<double>(delta));
-        }
-        // NaN, inf or a count beyond any tensor (casting those to int64 is undefined).
-        if (std::isnan(count) || count >= 9.2e18) {
-          status = NodeError(context, absl::StrCat("the output would have ", count,
-                                                   " elements (start, limit and delta give no "
-                                                   "finite count that fits a tensor)"));
-          return;
-        }
-        const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;  // -inf too
-        absl::StatusOr<Tensor*> out = context.Output(0, {n}, context.in(0).dtype());
-        if (!out.ok()) {
-          status = out.status();
-          return;
-        }
-        T* y = (*out)->data<T>();
-        for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(start + static_cast<T>(i) * delta);
-      });
+      context.in(0).dtype(), [&]<typename T>() { status = RangeIn<T, T>(context); });
+  Dispatch<DType::kFloat16, DType::kBFloat16>(
+      context.in(0).dtype(), [&]<typename T>() { status = HalfRange<T>(context); });
   return status;
 }
 
@@ -346,8 +365,7 @@ void RegisterTensorKernels(KernelRegistry& r) {
     r.Register(backend, "", "Size", {{0, all}}, Size, view);
   }
   reg("ConstantOfShape", {{0, int64}}, ConstantOfShape);
-  reg("Range", {{0, {DType::kFloat, DType::kDouble, DType::kInt16, DType::kInt32, DType::kInt64}}},
-      Range);
+  reg("Range", {{0, {AMPC_FLOAT_TYPES, DType::kInt16, DType::kInt32, DType::kInt64}}}, Range);
   reg("EyeLike", {{0, all}}, EyeLike);
 
   using namespace tensor_ops;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -306,6 +307,20 @@ int64_t Reflect(int64_t i, int64_t dim) {
   return i < dim ? i : period - i;
 }
 
+// Wrap mode (Pad-19): output element i of an axis reads the kept part of the input (what negative
+// pads leave, [lo, lo + kept)) as a ring, so i = before is its first element.
+int64_t Wrap(int64_t i, int64_t before, int64_t lo, int64_t kept) {
+  int64_t k = (i - std::max<int64_t>(before, 0)) % kept;
+  if (k < 0) k += kept;
+  return lo + k;
+}
+
+// The part of an axis of length `dim` that negative pads leave: its start, and its length.
+std::pair<int64_t, int64_t> KeptPart(int64_t dim, int64_t before, int64_t after) {
+  const int64_t lo = std::max<int64_t>(0, -before);
+  return {lo, dim - std::max<int64_t>(0, -after) - lo};
+}
+
 // Pad-18: `pads` holds the begins, then the ends, of the axes listed in input 3; every other
 // axis is not padded.
 absl::StatusOr<std::vector<int64_t>> PadsOfAxes(KernelContext& context,
@@ -344,7 +359,7 @@ absl::Status Pad(KernelContext& context) {
     return NodeError(context, absl::StrCat(pads.size(), " pads for a rank-", rank, " input"));
   }
   const std::string mode = context.attributes().String("mode", "constant");
-  if (mode != "constant" && mode != "reflect" && mode != "edge") {
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap") {
     return NodeError(context, absl::StrCat("mode '", mode, "' is not supported"));
   }
   AMPC_ASSIGN_OR_RETURN(const std::vector<char> fill, PadValue(context, input.dtype()));
@@ -362,15 +377,20 @@ absl::Status Pad(KernelContext& context) {
     if (mode != "constant" && dim == 0 && shape[d] > 0) {
       return NodeError(context, absl::StrCat("cannot ", mode, "-pad the empty axis ", d));
     }
+    if (mode == "wrap" && shape[d] > 0 && KeptPart(dim, before, pads[d + rank]).second <= 0) {
+      return NodeError(context, absl::StrCat("pads crop all of axis ", d, " and wrap-pad it"));
+    }
   }
   // The output first: a shape too large for memory is a node error before any map is built.
   AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, shape, input.dtype()));
   for (int d = 0; d < rank; ++d) {
     const int64_t dim = input.dim(d), before = pads[d];
+    const auto [lo, kept] = KeptPart(dim, before, pads[d + rank]);
     for (int64_t i = 0; i < shape[d]; ++i) {
       int64_t src = i - before;
       if (mode == "edge") src = std::clamp<int64_t>(src, 0, dim - 1);
       if (mode == "reflect") src = Reflect(src, dim);
+      if (mode == "wrap") src = Wrap(i, before, lo, kept);
       maps[d].push_back(src >= 0 && src < dim ? src * strides[d] : kOutside);
     }
   }

@@ -298,6 +298,20 @@ TEST(TensorKernelsTest, PadConstantReflectEdge) {
   EXPECT_THAT(Values<float>(r.out()), ElementsAre(0, 0, 2, 3));
 }
 
+TEST(TensorKernelsTest, PadWrapRepeatsTheAxisAsARing) {
+  // numpy.pad([1, 2, 3], (2, 4), mode='wrap') = [2, 3, 1, 2, 3, 1, 2, 3, 1].
+  Tensor x = F32({1, 3}, {1, 2, 3});
+  OpResult r = RunOp("y = Pad <mode = \"wrap\"> (x, p)", {x, I64({4}, {0, 2, 0, 4})}, 19);
+  ASSERT_RUNS(r);
+  EXPECT_THAT(Values<float>(r.out()), ElementsAre(2, 3, 1, 2, 3, 1, 2, 3, 1));
+  // A negative begin crops first; the end then wraps what is left ([2, 3]).
+  r = RunOp("y = Pad <mode = \"wrap\"> (x, p)", {x, I64({4}, {0, -1, 0, 2})}, 19);
+  ASSERT_RUNS(r);
+  EXPECT_THAT(Values<float>(r.out()), ElementsAre(2, 3, 2, 3));
+  r = RunOp("y = Pad <mode = \"wrap\"> (x, p)", {x, I64({4}, {0, -3, 0, 1})}, 19);
+  EXPECT_THAT(r.status.message(), HasSubstr("crop all of axis 1"));
+}
+
 // Pad-18's axes input: the pads apply to the listed axes (negative ones count from the end).
 TEST(TensorKernelsTest, PadOnlyTheAxesListed) {
   Tensor x = F32({1, 3}, {1, 2, 3});
@@ -503,6 +517,29 @@ TEST(TensorKernelsTest, ShapeSizeConstantRangeEyeLike) {
   EXPECT_THAT(Values<float>(r.out()), ElementsAre(0, 0.25f, 0.5f, 0.75f));
   r = RunOp("y = Range(a, b, c)", {F32({}, {0}), I32({}, {1}), F32({}, {1})});
   EXPECT_THAT(r.status.message(), HasSubstr("differ in type"));
+  // FP16/BF16 compute start + i * delta in float and round each once: above 2048 FP16 steps by
+  // 2, so 2049 and 2053 tie down to even (2048, 2052) and 2051 and 2055 tie up (2052, 2056).
+  const std::vector<uint16_t> fp16 = {FloatToHalf(2048), FloatToHalf(2048), FloatToHalf(2050),
+                                      FloatToHalf(2052), FloatToHalf(2052), FloatToHalf(2052),
+                                      FloatToHalf(2054), FloatToHalf(2056)};
+  for (const std::string stash : {"", "<stash_type = 11> "}) {
+    r = RunOp("y = Range " + stash + "(a, b, c)",
+              {testing::Halves({}, {2048}), testing::Halves({}, {2056}), testing::Halves({}, {1})},
+              27);
+    ASSERT_RUNS(r);
+    EXPECT_EQ(Values<uint16_t>(r.out()), fp16) << stash;
+  }
+  // BF16 1, 3 (0x3f80, 0x4040).
+  r = RunOp("y = Range(a, b, c)",
+            {Make(DType::kBFloat16, {}, std::vector<uint16_t>{0x3f80}),
+             Make(DType::kBFloat16, {}, std::vector<uint16_t>{0x40a0}),
+             Make(DType::kBFloat16, {}, std::vector<uint16_t>{0x4000})},
+            27);
+  ASSERT_RUNS(r);
+  EXPECT_THAT(Values<uint16_t>(r.out()), ElementsAre(0x3f80, 0x4040));
+  r = RunOp("y = Range <stash_type = 10> (a, b, c)",
+            {testing::Halves({}, {0}), testing::Halves({}, {1}), testing::Halves({}, {1})}, 27);
+  EXPECT_THAT(r.status.message(), HasSubstr("stash_type 10"));
   r = RunOp("y = EyeLike <k = 1> (x)", {Iota(DType::kFloat16, {2, 3})});
   ASSERT_RUNS(r);
   EXPECT_THAT(Values<uint16_t>(r.out()), ElementsAre(0, 0x3C00, 0, 0, 0, 0x3C00));
