@@ -14,6 +14,7 @@ void RegisterCpuKernels(KernelRegistry& registry) {
   RegisterGradKernels(registry);
   RegisterRecurrentKernels(registry);
   RegisterBitwiseKernels(registry);
+  RegisterSelectionKernels(registry);
 }
 
 }  // namespace ampc

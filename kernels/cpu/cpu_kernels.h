@@ -17,6 +17,7 @@ void RegisterScalerKernels(KernelRegistry& registry);  // ai.ampc loss scaling a
 void RegisterGradKernels(KernelRegistry& registry);
 void RegisterRecurrentKernels(KernelRegistry& registry);  // RNN, GRU, LSTM
 void RegisterBitwiseKernels(KernelRegistry& registry);
+void RegisterSelectionKernels(KernelRegistry& registry);  // Unique, NonMaxSuppression
 
 void RegisterCpuKernels(KernelRegistry& registry);
 
