@@ -1,11 +1,13 @@
 // Linear algebra: MatMul (batched, numpy broadcasting), Gemm, Conv and ConvTranspose (im2col and
-// col2im around one GEMM per image and group), Einsum. FP16/BF16 multiply in FP32 and round once.
+// col2im around one GEMM per image and group), Einsum, Col2Im. FP16/BF16 multiply in FP32 and round
+// once.
 #include <cstdint>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/linalg_col2im.h"
 #include "kernels/cpu/linalg_conv.h"
 #include "kernels/cpu/linalg_einsum.h"
 #include "kernels/cpu/linalg_gemm.h"
@@ -201,6 +203,8 @@ void RegisterLinalgKernels(KernelRegistry& r) {
   r.Register("cpu", "", "ConvTranspose", {{0, floats}, {1, floats}, {2, floats}},
              linalg::ConvTranspose);
   r.Register("cpu", "", "Einsum", {{0, matmul}}, linalg::Einsum);
+  r.Register("cpu", "", "Col2Im", {{0, {AMPC_FLOAT_TYPES, AMPC_INT_TYPES}}, {1, {DType::kInt64}}},
+             linalg::Col2Im);
 }
 
 }  // namespace ampc

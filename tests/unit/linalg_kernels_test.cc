@@ -623,5 +623,55 @@ TEST(EinsumTest, TermCountOrRankMismatchIsANodeError) {
   EXPECT_THAT(y.status().message(), HasSubstr("does not fit an operand of rank 2"));
 }
 
+// ---- Col2Im ----
+
+absl::StatusOr<Tensor> RunCol2Im(const std::string& attributes, const Tensor& x, const Shape& image,
+                                 const Shape& block, const Shape& y_shape) {
+  const std::string text =
+      absl::StrCat("<ir_version: 8, opset_import: [\"\" : 18]>\ng (float[", Dims(x.shape()),
+                   "] a, int64[", image.size(), "] i, int64[", block.size(), "] b) => (float[",
+                   Dims(y_shape), "] y) {\n  y = Col2Im <", attributes, "> (a, i, b)\n}\n");
+  static CpuBackend backend(2);
+  AMPC_ASSIGN_OR_RETURN(auto session,
+                        Session::Create(testing::ParseModelText(text), DefaultRegistry(), backend));
+  std::vector<Tensor> inputs = {x,
+                                Tensor::Host(DType::kInt64, {static_cast<int64_t>(image.size())}),
+                                Tensor::Host(DType::kInt64, {static_cast<int64_t>(block.size())})};
+  for (size_t d = 0; d < image.size(); ++d) inputs[1].data<int64_t>()[d] = image[d];
+  for (size_t d = 0; d < block.size(); ++d) inputs[2].data<int64_t>()[d] = block[d];
+  AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, session->Run(inputs));
+  return outputs[0];
+}
+
+TEST(Col2ImTest, SumsEachTapIntoItsImageElementAndDropsThePadding) {
+  // A 2x3 image, 2x2 blocks, one column of padding on the left: 1 x 3 block positions starting at
+  // columns -1, 0, 1. Taps (0,0), (0,1), (1,0), (1,1) are the rows [1 2 3], [4 5 6], [7 8 9],
+  // [10 11 12]. Image row 0: col 0 = 2 + 4, col 1 = 3 + 5, col 2 = 6; row 1: 8 + 10, 9 + 11, 12
+  // (1 and 7, the first block's taps at column -1, fall in the padding).
+  auto y = RunCol2Im("pads = [0, 1, 0, 0]",
+                     Make(DType::kFloat, {1, 4, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}),
+                     {2, 3}, {2, 2}, {1, 1, 2, 3});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(y->shape(), (Shape{1, 1, 2, 3}));
+  EXPECT_EQ(Read(*y), (std::vector<double>{6, 8, 6, 18, 20, 12}));
+}
+
+TEST(Col2ImTest, DilationsAndStridesPlaceTheTapsApart) {
+  // A 1x5 image, 1x2 blocks with dilation 2 and stride 2: block positions at columns 0 and 2,
+  // taps at +0 and +2. Tap 0 reads [1 2] at the two positions, tap 1 [3 4]: col 0 = 1,
+  // col 2 = 2 + 3, col 4 = 4; columns 1 and 3 get nothing.
+  auto y = RunCol2Im("dilations = [1, 2], strides = [1, 2]",
+                     Make(DType::kFloat, {1, 2, 2}, {1, 2, 3, 4}), {1, 5}, {1, 2}, {1, 1, 1, 5});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(Read(*y), (std::vector<double>{1, 0, 5, 0, 4}));
+}
+
+TEST(Col2ImTest, ABlockCountThatDoesNotMatchIsANodeError) {
+  auto y = RunCol2Im("strides = [1, 1]", Make(DType::kFloat, {1, 4, 5}, Pattern(20, 0)), {2, 3},
+                     {2, 2}, {1, 1, 2, 3});
+  ASSERT_FALSE(y.ok());
+  EXPECT_THAT(y.status().message(), HasSubstr("is not [N, C * 4, 2]"));
+}
+
 }  // namespace
 }  // namespace ampc
