@@ -12,6 +12,7 @@ void RegisterCpuKernels(KernelRegistry& registry) {
   RegisterControlFlowKernels(registry);
   RegisterScalerKernels(registry);
   RegisterGradKernels(registry);
+  RegisterResampleKernels(registry);
   RegisterRecurrentKernels(registry);
   RegisterBitwiseKernels(registry);
   RegisterSelectionKernels(registry);
