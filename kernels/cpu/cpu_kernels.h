@@ -15,7 +15,7 @@ void RegisterMathKernels(KernelRegistry& registry);
 void RegisterControlFlowKernels(KernelRegistry& registry);
 void RegisterScalerKernels(KernelRegistry& registry);  // ai.ampc loss scaling and optimizers
 void RegisterGradKernels(KernelRegistry& registry);
-void RegisterResampleKernels(KernelRegistry& registry);  // Resize, Upsample, GridSample
+void RegisterResampleKernels(KernelRegistry& registry);   // Resize, Upsample, GridSample
 void RegisterRecurrentKernels(KernelRegistry& registry);  // RNN, GRU, LSTM
 void RegisterBitwiseKernels(KernelRegistry& registry);
 void RegisterSelectionKernels(KernelRegistry& registry);  // Unique, NonMaxSuppression
