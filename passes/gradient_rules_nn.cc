@@ -153,6 +153,9 @@ absl::Status MaxPoolGrad(GradientContext& c) {
 // forward leaves them out: the model-local function's shape follows what a node states, and all
 // AveragePoolGrad nodes of a model share one function.
 absl::Status AveragePoolGrad(GradientContext& c) {
+  for (int64_t d : c.Ints("dilations")) {
+    if (d != 1) return c.Error("AveragePool with dilations (opset 19) has no gradient");
+  }
   std::vector<onnx::AttributeProto> attributes =
       c.CopyAttributes({"auto_pad", "ceil_mode", "kernel_shape"});
   const size_t rank = c.Ints("kernel_shape").size();

@@ -231,7 +231,10 @@ absl::Status SumPool(KernelContext& context) {
   const Tensor& x = context.in(0);
   const int opset = context.info().opset;
   const Attributes attributes = context.attributes();
-  AMPC_ASSIGN_OR_RETURN(PoolPlan plan, MakePlan(context, x, {false, !kLp && opset >= 10}));
+  // dilations: LpPool from opset 18, AveragePool from 19; ceil_mode: LpPool 18, AveragePool 10.
+  const pool::PoolOptions options{.dilations = opset >= (kLp ? 18 : 19),
+                                  .ceil_mode = opset >= (kLp ? 18 : 10)};
+  AMPC_ASSIGN_OR_RETURN(PoolPlan plan, MakePlan(context, x, options));
   const bool include_pad = attributes.Int("count_include_pad", 0) != 0;
   const float p =
       kLp ? (opset >= 2 ? static_cast<float>(attributes.Int("p", 2)) : attributes.Float("p", 2.0f))

@@ -47,8 +47,9 @@ absl::Status MaxPool(KernelContext& context) {
 
 absl::Status AveragePool(KernelContext& context) {
   const Tensor& x = context.in(0);
+  const int opset = context.info().opset;
   AMPC_ASSIGN_OR_RETURN(const pool::PoolPlan plan,
-                        pool::MakePlan(context, x, {false, context.info().opset >= 10}));
+                        pool::MakePlan(context, x, {opset >= 19, opset >= 10}));  // dilations: 19
   const absl::StatusOr<PoolGeometry> g = PoolGeometryOf(plan);
   AMPC_RETURN_IF_ERROR(Labeled(context, g.status()));
   const bool include_pad = context.attributes().Int("count_include_pad", 0) != 0;

@@ -266,6 +266,19 @@ TEST(Autodiff, OpWithoutRuleOnThePathIsAnErrorNamingTheNode) {
   EXPECT_THAT(model.status().message(), HasSubstr("from 'x' to the loss 'loss'"));
 }
 
+TEST(Autodiff, DilatedAveragePoolIsAnErrorRatherThanAWrongGradient) {
+  // AveragePoolGrad's windows have no dilations: refused, not differentiated as if undilated.
+  GradientCase c{"AveragePool_dilated",
+                 {{"x", {1, 1, 5, 5}}},
+                 "y = AveragePool <kernel_shape = [2, 2], dilations = [2, 2]> (x)",
+                 {1, 1, 3, 3}};
+  c.opset = 19;
+  absl::StatusOr<onnx::ModelProto> model = testing::GradientModel(c);
+  ASSERT_FALSE(model.ok());
+  EXPECT_THAT(model.status().message(),
+              HasSubstr("AveragePool with dilations (opset 19) has no gradient"));
+}
+
 TEST(Autodiff, OpWithoutRuleOffThePathIsFine) {
   // Abs reads x but does not reach the loss; Shape's output is an integer.
   GradientCase c{

@@ -177,6 +177,15 @@ std::vector<OpCase> PoolCases() {
       {"AveragePool3D", R"(g ($T[1, 2, 4, 5, 6] x) => ($T[] y) {
   y = AveragePool <kernel_shape = [2, 3, 3], strides = [1, 2, 2], pads = [0, 1, 1, 0, 1, 1]> (x)
 })"},
+      // dilations from opset 19
+      {"AveragePoolDilationsIncludePad",
+       R"(g ($T[1, 2, 9, 8] x) => ($T[] y) {
+  y = AveragePool <kernel_shape = [2, 2], dilations = [2, 2], pads = [1, 1, 1, 1],
+                   count_include_pad = 1> (x)
+})",
+       {},
+       false,
+       R"(<ir_version: 9, opset_import: ["" : 19]>)"},
       // MaxPool's indices into MaxPoolGrad; overlapping windows add several dy into one element
       {"MaxPoolGradOverlapping", R"(g ($T[2, 3, 6, 5] x, $T[2, 3, 6, 5] dy) => ($T[] dx) {
   y, i = MaxPool <kernel_shape = [3, 3], pads = [1, 1, 1, 1]> (x)

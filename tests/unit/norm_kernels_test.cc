@@ -518,6 +518,23 @@ g (float[1, 1, 4] x) => (float[1, 1, 2] y1, float[1, 1, 2] y2) {
   EXPECT_THAT(ValuesOf((*out)[1]), ::testing::ElementsAre(7, 14));
 }
 
+TEST(PoolTest, AveragePool19AndLpPool18ReadDilations) {
+  // x = 1..16 as 4x4, 2x2 windows with dilation 2: the window at (0, 0) holds 1, 3, 9, 11 (mean
+  // 6, norm sqrt(212)); the others are shifted by 1, 4 and 5 (means 7, 10, 11).
+  auto out =
+      RunModel(R"(
+<ir_version: 9, opset_import: ["" : 19]>
+g (float[1, 1, 4, 4] x) => (float[1, 1, 2, 2] a, float[1, 1, 2, 2] l) {
+  a = AveragePool<kernel_shape = [2, 2], dilations = [2, 2]>(x)
+  l = LpPool<kernel_shape = [2, 2], dilations = [2, 2]>(x)
+}
+)",
+               {Floats({1, 1, 4, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(ValuesOf((*out)[0]), ::testing::ElementsAre(6, 7, 10, 11));
+  EXPECT_THAT(ValuesOf((*out)[1])[0], ::testing::FloatEq(std::sqrt(212.0f)));
+}
+
 // 4096 FP16 values of 1000: an FP16 running sum overflows (max 65504); FP32 gives exactly 1000.
 TEST(PoolTest, Fp16GlobalAndWindowAveragesAccumulateInFp32) {
   auto out = RunModel(R"(
