@@ -75,6 +75,11 @@ float GradientContext::Float(std::string_view name, float fallback) const {
   return attribute != nullptr ? attribute->f() : fallback;
 }
 
+std::string GradientContext::String(std::string_view name, std::string fallback) const {
+  const onnx::AttributeProto* attribute = FindAttribute(node_, name);
+  return attribute != nullptr ? attribute->s() : fallback;
+}
+
 std::vector<int64_t> GradientContext::Ints(std::string_view name) const {
   const onnx::AttributeProto* attribute = FindAttribute(node_, name);
   if (attribute == nullptr) return {};

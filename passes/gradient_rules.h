@@ -55,6 +55,7 @@ class GradientContext {
   // Attributes of the forward node, with defaults.
   int64_t Int(std::string_view name, int64_t fallback) const;
   float Float(std::string_view name, float fallback) const;
+  std::string String(std::string_view name, std::string fallback) const;
   std::vector<int64_t> Ints(std::string_view name) const;
   // The forward node's attributes named `names` (those it has), to copy onto a gradient node.
   std::vector<onnx::AttributeProto> CopyAttributes(const std::vector<std::string>& names) const;

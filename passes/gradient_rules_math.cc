@@ -37,6 +37,30 @@ GradientRule Unary(F factor) {
 
 int Type(GradientContext& c) { return c.b().ElemType(c.input(0)); }
 
+// Gelu-20's derivative. approximate="none": Phi(x) + x phi(x), with Phi(x) = (1 + erf(x/sqrt 2))/2
+// and phi(x) = exp(-x^2/2)/sqrt(2 pi). "tanh": with u = sqrt(2/pi)(x + 0.044715 x^3) and
+// t = tanh(u), (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi)(1 + 3 0.044715 x^2).
+std::string GeluSlope(GradientContext& c) {
+  GradientBuilder& b = c.b();
+  const std::string& x = c.input(0);
+  auto k = [&](double v) { return b.Scalar(v, Type(c)); };
+  auto mul = [&](const std::string& p, const std::string& q) { return b.Op("Mul", {p, q}); };
+  auto add = [&](const std::string& p, const std::string& q) { return b.Op("Add", {p, q}); };
+  const std::string square = mul(x, x);
+  if (c.String("approximate", "none") == "tanh") {
+    constexpr double kCubic = 0.044715;
+    const std::string root = k(std::sqrt(2.0 / M_PI));
+    const std::string u = mul(root, add(x, mul(k(kCubic), mul(square, x))));
+    const std::string t = b.Op("Tanh", {u});
+    const std::string du = mul(root, add(k(1.0), mul(k(3.0 * kCubic), square)));
+    const std::string dt = mul(b.Op("Sub", {k(1.0), mul(t, t)}), du);
+    return add(mul(k(0.5), add(k(1.0), t)), mul(mul(k(0.5), x), dt));
+  }
+  const std::string cdf = mul(k(0.5), add(k(1.0), b.Op("Erf", {mul(x, k(M_SQRT1_2))})));
+  const std::string pdf = mul(b.Op("Exp", {mul(square, k(-0.5))}), k(1.0 / std::sqrt(2.0 * M_PI)));
+  return add(cdf, mul(x, pdf));
+}
+
 // Gemm(x, y) with transA/transB (and alpha unless 1).
 std::string GemmNode(GradientContext& c, const std::string& x, const std::string& y, int64_t ta,
                      int64_t tb, float alpha = 1.0f) {
@@ -254,6 +278,7 @@ void AddMathGradientRules(GradientRuleTable& table) {
                        const std::string bell = b.Op("Exp", {b.Op("Neg", {square})});
                        return b.Op("Mul", {bell, b.Scalar(2.0 / std::sqrt(M_PI), Type(c))});
                      }));
+  table.emplace_back("Gelu", Unary(GeluSlope));
   // 1 / (2 y)
   table.emplace_back("Sqrt", Unary([](GradientContext& c) {
                        GradientBuilder& b = c.b();

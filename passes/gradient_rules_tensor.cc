@@ -88,14 +88,36 @@ absl::Status SliceGrad(GradientContext& c) {
   return absl::OkStatus();
 }
 
-// Embedding lookup (axis 0): the rows of dy are added into zeros at the looked-up indices.
+// The rows of dy are added into zeros at the looked-up indices (an embedding's gradient). Another
+// axis is moved to the front first: x's axis, and in dy the indices' dims that replace it.
 absl::Status GatherGrad(GradientContext& c) {
-  if (c.Int("axis", 0) != 0) return c.Error("Gather has a gradient only for axis 0");
   GradientBuilder& b = c.b();
-  const std::string zeros = b.ZerosLike(c.input(0));
+  absl::StatusOr<int64_t> axis = Axis(c, c.input(0), c.Int("axis", 0));
+  if (!axis.ok()) return axis.status();
+  absl::StatusOr<std::vector<Dim>> x_dims = c.DimsOf(c.input(0));
+  absl::StatusOr<std::vector<Dim>> index_dims = c.DimsOf(c.input(1));
+  if (!x_dims.ok()) return x_dims.status();
+  if (!index_dims.ok()) return index_dims.status();
+  const int64_t rank = static_cast<int64_t>(x_dims->size());
+  const int64_t index_rank = static_cast<int64_t>(index_dims->size());
+  std::vector<int64_t> x_perm = {*axis}, dy_perm;
+  for (int64_t i = 0; i < index_rank; ++i) dy_perm.push_back(*axis + i);
+  for (int64_t i = 0; i < rank; ++i) {
+    if (i == *axis) continue;
+    x_perm.push_back(i);
+    dy_perm.push_back(i < *axis ? i : i - 1 + index_rank);
+  }
+  auto transpose = [&](const std::string& value, const std::vector<int64_t>& perm) {
+    return *axis == 0 ? value : b.Op("Transpose", {value}, {MakeAttribute("perm", perm)});
+  };
+  std::vector<int64_t> inverse(rank);
+  for (int64_t i = 0; i < rank; ++i) inverse[x_perm[i]] = i;
   const std::string indices = b.Op("Unsqueeze", {c.input(1), b.Ints({-1})});
-  c.SetGrad(0, b.Op("ScatterND", {zeros, indices, c.dy()},
-                    {MakeAttribute("reduction", std::string("add"))}));
+  const std::string scattered =
+      b.Op("ScatterND",
+           {transpose(b.ZerosLike(c.input(0)), x_perm), indices, transpose(c.dy(), dy_perm)},
+           {MakeAttribute("reduction", std::string("add"))});
+  c.SetGrad(0, transpose(scattered, inverse));
   return absl::OkStatus();
 }
 

@@ -269,6 +269,21 @@ struct HardSigmoidOp {
   float alpha, beta;
 };
 
+// Gelu-20, in the compute type and rounded once (as a GPU's fused kernel; ONNX's function body
+// would round each of its ops).
+struct GeluOp {
+  explicit GeluOp(const Attributes& a) : tanh(a.String("approximate", "none") == "tanh") {}
+  template <typename C>
+  C operator()(C x) const {
+    if (tanh) {
+      const C u = static_cast<C>(std::sqrt(2.0 / M_PI)) * (x + C{0.044715} * x * x * x);
+      return C{0.5} * x * (C{1} + std::tanh(u));
+    }
+    return C{0.5} * x * (C{1} + std::erf(x * static_cast<C>(M_SQRT1_2)));
+  }
+  bool tanh;
+};
+
 // Unary ops defined for signed numbers (floats and signed integers).
 template <typename Op>
 absl::Status SignedUnary(KernelContext& context) {
@@ -398,6 +413,7 @@ void RegisterElementwiseKernels(KernelRegistry& r) {
   r.Register("cpu", "Celu", floats, FloatUnary<CeluOp>);
   r.Register("cpu", "ThresholdedRelu", floats, FloatUnary<ThresholdedReluOp>);
   r.Register("cpu", "HardSigmoid", floats, FloatUnary<HardSigmoidOp>);
+  r.Register("cpu", "Gelu", floats, FloatUnary<GeluOp>);
 }
 
 }  // namespace ampc

@@ -38,6 +38,14 @@ GradientCase NllCase(const std::string& name, const std::string& attributes) {
           {}};
 }
 
+// Gelu (opset 20) in both forms.
+GradientCase GeluCase(const std::string& approximate) {
+  GradientCase c(absl::StrCat("Gelu_", approximate), {Operand("x", {2, 3})},
+                 absl::StrCat("y = Gelu <approximate = \"", approximate, "\"> (x)"), {2, 3});
+  c.opset = 20;
+  return c;
+}
+
 std::vector<GradientCase> Cases() {
   const Operand x("x", {2, 3});
   return {
@@ -113,6 +121,21 @@ std::vector<GradientCase> Cases() {
        {{"t", {4, 3}}, Operand::Fixed("i", {2, 3}, "int64", {0, 2, 2, 3, 0, 0})},
        "y = Gather(t, i)",
        {2, 3, 3}},
+      // x[:, 0] of ViT's and BERT's classifier token: a scalar index on axis 1.
+      {"Gather_axis1_scalar_index",
+       {{"x", {2, 3, 4}}, Operand::Fixed("i", {}, "int64", {0})},
+       "y = Gather <axis = 1> (x, i)",
+       {2, 4}},
+      {"Gather_axis2_repeated_indices",
+       {{"x", {2, 3, 4}}, Operand::Fixed("i", {2, 2}, "int64", {3, 0, 3, -1})},
+       "y = Gather <axis = 2> (x, i)",
+       {2, 3, 2, 2}},
+      {"Gather_negative_axis",
+       {{"x", {2, 3, 4}}, Operand::Fixed("i", {2}, "int64", {2, 0})},
+       "y = Gather <axis = -2> (x, i)",
+       {2, 2, 4}},
+      GeluCase("none"),
+      GeluCase("tanh"),
       {"Where",
        {Operand::Fixed("c", {2, 3}, "bool", {1, 0, 1, 1, 0, 0}), x, {"p", {3}}},
        "y = Where(c, x, p)",

@@ -75,8 +75,29 @@ g (float[1, 1, 2, 2] x, int64[1, 1, 2, 2] i) => (float[1, 1, 4, 4] y) {
   EXPECT_THAT(session.status().message(), HasSubstr("MaxUnpool node producing 'y'"));
 }
 
-// Gelu-20 has no kernel; ONNX defines it as a function, so it runs as its body (inlined).
+// Swish-24 has no kernel; ONNX defines it as a function, so it runs as its body (inlined).
 TEST(SessionTest, AnOpWithoutAKernelRunsAsItsSchemaFunction) {
+  CpuBackend backend(1);
+  auto session = Session::Create(testing::ParseModelText(R"(
+<ir_version: 12, opset_import: ["" : 24]>
+g (float[4] x) => (float[4] y) {
+  y = Swish <alpha = 0.5> (x)
+}
+)"),
+                                 DefaultRegistry(), backend);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const std::vector<float> x = {-3.0f, -0.5f, 0.25f, 2.0f};
+  const std::vector<Tensor> inputs = {Floats({4}, x)};
+  auto outputs = (*session)->Run(inputs);
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  const std::vector<float> y = Values<float>((*outputs)[0]);
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_NEAR(y[i], x[i] / (1 + std::exp(-0.5 * x[i])), 2e-6) << x[i];
+  }
+}
+
+// Gelu-20 in both forms (a kernel: one rounding, as a GPU's fused Gelu).
+TEST(SessionTest, GeluRunsBothForms) {
   CpuBackend backend(1);
   for (const char* approximate : {"none", "tanh"}) {
     SCOPED_TRACE(approximate);
