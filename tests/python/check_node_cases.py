@@ -49,10 +49,29 @@ def collect_cases() -> list:
         return sorted(collect_testcases(None), key=lambda c: c.name)
 
 
+def is_tensor(value) -> bool:
+    """An array, a NumPy scalar (a 0-d tensor) or a TensorProto (the types NumPy lacks: bfloat16,
+    the 8-, 6- and 4-bit floats and ints); not a sequence, map or optional."""
+    return isinstance(value, (np.ndarray, np.generic, onnx.TensorProto))
+
+
 def is_tensor_case(case) -> bool:
     return bool(case.data_sets) and all(
-        isinstance(v, np.ndarray) for inputs, outputs in case.data_sets[:1]
-        for v in list(inputs) + list(outputs))
+        is_tensor(v) for inputs, outputs in case.data_sets[:1] for v in list(inputs) + list(outputs))
+
+
+def tensor_proto(value, name: str) -> onnx.TensorProto:
+    if isinstance(value, onnx.TensorProto):
+        proto = onnx.TensorProto()
+        proto.CopyFrom(value)
+        proto.name = name
+        return proto
+    return onnx.numpy_helper.from_array(np.asarray(value), name)
+
+
+def as_array(value) -> np.ndarray:
+    return onnx.numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else \
+        np.asarray(value)
 
 
 def valid(model: onnx.ModelProto) -> str | None:
@@ -85,7 +104,7 @@ def run_case(ampc: pathlib.Path, case, model_path: pathlib.Path) -> str | None:
     specs = []
     for k, (name, value) in enumerate(zip(names, inputs)):
         path = work / f"input_{k}.pb"
-        path.write_bytes(onnx.numpy_helper.from_array(value, name).SerializeToString())
+        path.write_bytes(tensor_proto(value, name).SerializeToString())
         specs += ["--input", f"{name}={path}"]
     out_dir = work / "outputs"
     try:
@@ -96,7 +115,7 @@ def run_case(ampc: pathlib.Path, case, model_path: pathlib.Path) -> str | None:
     for name, expected in zip(output_file_names(case.model), outputs):
         proto = onnx.TensorProto()
         proto.ParseFromString((out_dir / f"{name}.pb").read_bytes())
-        problem = mismatch(expected, onnx.numpy_helper.to_array(proto), f"output {name}",
+        problem = mismatch(as_array(expected), onnx.numpy_helper.to_array(proto), f"output {name}",
                            case.rtol, case.atol)
         if problem:
             return problem
