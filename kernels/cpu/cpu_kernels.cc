@@ -16,6 +16,7 @@ void RegisterCpuKernels(KernelRegistry& registry) {
   RegisterRecurrentKernels(registry);
   RegisterBitwiseKernels(registry);
   RegisterSelectionKernels(registry);
+  RegisterAttentionKernels(registry);
 }
 
 }  // namespace ampc

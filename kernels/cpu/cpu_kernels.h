@@ -19,6 +19,7 @@ void RegisterResampleKernels(KernelRegistry& registry);   // Resize, Upsample, G
 void RegisterRecurrentKernels(KernelRegistry& registry);  // RNN, GRU, LSTM
 void RegisterBitwiseKernels(KernelRegistry& registry);
 void RegisterSelectionKernels(KernelRegistry& registry);  // Unique, NonMaxSuppression
+void RegisterAttentionKernels(KernelRegistry& registry);
 
 void RegisterCpuKernels(KernelRegistry& registry);
 
