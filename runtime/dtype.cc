@@ -4,27 +4,66 @@
 
 namespace ampc {
 
-size_t DTypeSize(DType dtype) {
+int DTypeBits(DType dtype) {
   switch (dtype) {
+    case DType::kUint2:
+    case DType::kInt2:
+      return 2;
+    case DType::kUint4:
+    case DType::kInt4:
+    case DType::kFloat4E2M1:
+      return 4;
     case DType::kBool:
     case DType::kUint8:
     case DType::kInt8:
-      return 1;
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E4M3FNUZ:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E5M2FNUZ:
+    case DType::kFloat8E8M0:
+      return 8;
     case DType::kUint16:
     case DType::kInt16:
     case DType::kFloat16:
     case DType::kBFloat16:
-      return 2;
+      return 16;
     case DType::kFloat:
     case DType::kInt32:
     case DType::kUint32:
-      return 4;
+      return 32;
     case DType::kDouble:
     case DType::kInt64:
     case DType::kUint64:
-      return 8;
+      return 64;
     default:
       return 0;
+  }
+}
+
+size_t DTypeSize(DType dtype) {
+  const int bits = DTypeBits(dtype);
+  return bits % 8 == 0 ? static_cast<size_t>(bits / 8) : 0;
+}
+
+size_t DTypeBytes(DType dtype, int64_t count) {
+  return (static_cast<size_t>(count) * static_cast<size_t>(DTypeBits(dtype)) + 7) / 8;
+}
+
+bool IsLowBit(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E4M3FNUZ:
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E5M2FNUZ:
+    case DType::kFloat8E8M0:
+    case DType::kFloat4E2M1:
+    case DType::kUint4:
+    case DType::kInt4:
+    case DType::kUint2:
+    case DType::kInt2:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -67,7 +106,7 @@ std::string DTypeName(DType dtype) {
 }
 
 absl::Status CheckSupported(DType dtype) {
-  if (DTypeSize(dtype) != 0) return absl::OkStatus();
+  if (DTypeBits(dtype) != 0) return absl::OkStatus();
   return absl::UnimplementedError(
       absl::StrCat("element type ", DTypeName(dtype), " is not supported by the runtime"));
 }

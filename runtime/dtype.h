@@ -29,10 +29,31 @@ enum class DType : int32_t {
   kUint32 = onnx::TensorProto::UINT32,
   kUint64 = onnx::TensorProto::UINT64,
   kBFloat16 = onnx::TensorProto::BFLOAT16,
+  // Low-bit types (low_bit.h): no C++ storage type, so Dispatch and the kernels' type lists never
+  // include them; only Cast/CastLike read and write them. 4- and 2-bit ones pack low bits first.
+  kFloat8E4M3FN = onnx::TensorProto::FLOAT8E4M3FN,
+  kFloat8E4M3FNUZ = onnx::TensorProto::FLOAT8E4M3FNUZ,
+  kFloat8E5M2 = onnx::TensorProto::FLOAT8E5M2,
+  kFloat8E5M2FNUZ = onnx::TensorProto::FLOAT8E5M2FNUZ,
+  kUint4 = onnx::TensorProto::UINT4,
+  kInt4 = onnx::TensorProto::INT4,
+  kFloat4E2M1 = onnx::TensorProto::FLOAT4E2M1,
+  kFloat8E8M0 = onnx::TensorProto::FLOAT8E8M0,
+  kUint2 = onnx::TensorProto::UINT2,
+  kInt2 = onnx::TensorProto::INT2,
 };
 
-// 0 for types the runtime cannot hold (string, complex, undefined).
+// Bits per element: 64 down to 2; 0 for types the runtime cannot hold (string, complex, 6-bit).
+int DTypeBits(DType dtype);
+
+// Bytes per element; 0 for the sub-byte types (use DTypeBytes) and those the runtime cannot hold.
 size_t DTypeSize(DType dtype);
+
+// Bytes `count` elements take, sub-byte types packed and the last byte padded.
+size_t DTypeBytes(DType dtype, int64_t count);
+
+// The FP8, E8M0, FP4 and 2/4-bit integer types, which only Cast and CastLike convert.
+bool IsLowBit(DType dtype);
 
 // "float32", "float16", "bfloat16", "int64", ... (numpy's names; "bfloat16" has none there).
 std::string DTypeName(DType dtype);
@@ -110,6 +131,11 @@ bool Dispatch(DType dtype, Fn&& fn) {
   DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64, DType::kUint8, DType::kUint16, \
       DType::kUint32, DType::kUint64
 #define AMPC_ALL_TYPES AMPC_FLOAT_TYPES, AMPC_INT_TYPES, DType::kBool
+// For type lists only (no storage types): Cast and CastLike accept them.
+#define AMPC_LOW_BIT_TYPES                                                                  \
+  DType::kFloat8E4M3FN, DType::kFloat8E4M3FNUZ, DType::kFloat8E5M2, DType::kFloat8E5M2FNUZ, \
+      DType::kFloat8E8M0, DType::kFloat4E2M1, DType::kInt4, DType::kUint4, DType::kInt2,    \
+      DType::kUint2
 
 // Values of storage type T as the type arithmetic happens in: FP16 and BF16 widen to float
 // (exactly); everything else is itself. Store rounds back (to nearest even for FP16/BF16).

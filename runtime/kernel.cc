@@ -13,7 +13,7 @@ absl::StatusOr<Tensor*> KernelContext::Output(int i, Shape shape, DType dtype) {
     return absl::InternalError(absl::StrCat(info_.label(), ": the kernel writes output ", i, " of ",
                                             num_outputs(), " (an ampc bug)"));
   }
-  if (DTypeSize(dtype) == 0) {
+  if (DTypeBits(dtype) == 0) {
     return NodeError(*this, absl::StrCat("output ", i, " has element type ", DTypeName(dtype),
                                          ", which the runtime cannot hold"));
   }

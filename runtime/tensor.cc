@@ -31,18 +31,18 @@ int64_t ElementCount(std::span<const int64_t> shape) {
 
 absl::StatusOr<size_t> CheckedBytes(DType dtype, std::span<const int64_t> shape) {
   constexpr uint64_t kLimit = uint64_t{1} << 48;
-  uint64_t bytes = DTypeSize(dtype);
+  uint64_t bits = static_cast<uint64_t>(DTypeBits(dtype));  // bits, so sub-byte types count too
   for (int64_t d : shape) {
     if (d < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("negative dimension in shape ", ShapeString(shape)));
     }
-    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes > kLimit) {
+    if (__builtin_mul_overflow(bits, static_cast<uint64_t>(d), &bits) || bits > kLimit * 8) {
       return absl::InvalidArgumentError(absl::StrCat(
           "shape ", ShapeString(shape), " of ", DTypeName(dtype), " needs more than 2^48 bytes"));
     }
   }
-  return static_cast<size_t>(bytes);
+  return static_cast<size_t>((bits + 7) / 8);
 }
 
 std::string ShapeString(std::span<const int64_t> shape) {
@@ -50,7 +50,7 @@ std::string ShapeString(std::span<const int64_t> shape) {
 }
 
 Tensor Tensor::Host(DType dtype, Shape shape) {
-  const size_t bytes = static_cast<size_t>(ElementCount(shape)) * DTypeSize(dtype);
+  const size_t bytes = DTypeBytes(dtype, ElementCount(shape));
   void* data = ::operator new[](bytes == 0 ? 1 : bytes, std::align_val_t{64});
   std::memset(data, 0, bytes);
   return Tensor(dtype, std::move(shape), std::make_shared<Buffer>(data, bytes, nullptr));

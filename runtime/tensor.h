@@ -62,7 +62,7 @@ class Tensor {
   int rank() const { return static_cast<int>(shape_.size()); }
   int64_t dim(int axis) const { return shape_[axis]; }
   int64_t size() const { return ElementCount(shape_); }
-  size_t bytes() const { return static_cast<size_t>(size()) * DTypeSize(dtype_); }
+  size_t bytes() const { return DTypeBytes(dtype_, size()); }
   const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
   Backend* backend() const { return buffer_ ? buffer_->backend() : nullptr; }
 
