@@ -13,6 +13,7 @@
 #include "absl/strings/ascii.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/low_bit_cast.h"
 #include "kernels/cpu/math_cast.h"
 #include "kernels/cpu/math_ops.h"
 
@@ -21,9 +22,6 @@ namespace math_ops {
 
 // Opset 1 names the target type with a string ("FLOAT"), later opsets with the enum value.
 absl::StatusOr<DType> CastTarget(const KernelInfo& info) {
-  if (info.opset >= 19 && info.attributes().Has("saturate")) {
-    return absl::UnimplementedError("attribute 'saturate' (opset 19) is not supported");
-  }
   const onnx::AttributeProto* to = info.attributes().Find("to");
   if (to == nullptr) return absl::InvalidArgumentError("attribute 'to' is missing");
   DType dtype = DType::kUndefined;
@@ -41,6 +39,24 @@ absl::StatusOr<DType> CastTarget(const KernelInfo& info) {
   return dtype;
 }
 
+absl::StatusOr<LowBitRounding> CastRounding(const KernelInfo& info) {
+  const Attributes attributes = info.attributes();
+  LowBitRounding rounding;
+  rounding.saturate = attributes.Int("saturate", 1) != 0;
+  const std::string mode = attributes.String("round_mode", "up");
+  if (mode == "up") {
+    rounding.round_mode = RoundMode::kUp;
+  } else if (mode == "down") {
+    rounding.round_mode = RoundMode::kDown;
+  } else if (mode == "nearest") {
+    rounding.round_mode = RoundMode::kNearest;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("attribute 'round_mode' = '", mode,
+                                                   "' is not one of 'up', 'down', 'nearest'"));
+  }
+  return rounding;
+}
+
 }  // namespace math_ops
 
 namespace {
@@ -51,11 +67,13 @@ absl::Status UnsupportedType(const KernelContext& context, DType dtype) {
 
 // ---- Cast, CastLike ----
 
-absl::Status CastTo(KernelContext& context, const Tensor& input, DType to) {
+absl::Status CastTo(KernelContext& context, const Tensor& input, DType to,
+                    const LowBitRounding& rounding) {
   if (input.dtype() == to) {
     context.SetOutput(0, input);  // no conversion: share the buffer
     return absl::OkStatus();
   }
+  if (IsLowBit(input.dtype()) || IsLowBit(to)) return CastLowBit(context, input, to, rounding);
   AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, input.shape(), to));
   bool handled = false;
   Dispatch<AMPC_ALL_TYPES>(input.dtype(), [&]<typename From>() {
@@ -78,11 +96,14 @@ absl::Status CastTo(KernelContext& context, const Tensor& input, DType to) {
 
 absl::StatusOr<std::unique_ptr<OpKernel>> CreateCast(const KernelInfo& info) {
   AMPC_ASSIGN_OR_RETURN(DType to, math_ops::CastTarget(info));
-  return std::make_unique<math_ops::CastKernel>(to, CastTo);
+  AMPC_ASSIGN_OR_RETURN(LowBitRounding rounding, math_ops::CastRounding(info));
+  return std::make_unique<math_ops::CastKernel>(to, rounding, CastTo);
 }
 
 absl::Status CastLike(KernelContext& context) {
-  return CastTo(context, context.in(0), context.in(1).dtype());
+  absl::StatusOr<LowBitRounding> rounding = math_ops::CastRounding(context.info());
+  if (!rounding.ok()) return NodeError(context, rounding.status().message());
+  return CastTo(context, context.in(0), context.in(1).dtype(), *rounding);
 }
 
 // ---- Where ----
@@ -391,8 +412,9 @@ void RegisterMathKernels(KernelRegistry& r) {
   const std::vector<DType> all = {AMPC_ALL_TYPES};
   const std::vector<DType> numeric = {AMPC_FLOAT_TYPES, AMPC_INT_TYPES};
   const std::vector<DType> floats = {AMPC_FLOAT_TYPES};
-  r.Register(KernelDef{"", "Cast", "cpu", {{0, all}}, CreateCast});
-  r.Register("cpu", "", "CastLike", {{0, all}, {1, all}}, CastLike);
+  const std::vector<DType> castable = {AMPC_ALL_TYPES, AMPC_LOW_BIT_TYPES};
+  r.Register(KernelDef{"", "Cast", "cpu", {{0, castable}}, CreateCast});
+  r.Register("cpu", "", "CastLike", {{0, castable}, {1, castable}}, CastLike);
   r.Register("cpu", "", "Where", {{0, {DType::kBool}}, {1, all}, {2, all}}, Where);
   r.Register("cpu", "Clip", numeric, Clip);
   r.Register("cpu", "Max", numeric, Variadic<FoldKind::kMax, AMPC_FLOAT_TYPES, AMPC_INT_TYPES>);

@@ -4,27 +4,35 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kernels/cpu/low_bit.h"
 #include "runtime/kernel.h"
 
 namespace ampc::math_ops {
 
 // Cast's target type: attribute 'to' (a type name in opset 1, the enum value later), checked to
-// be a supported runtime type; opset 19's attribute 'saturate' is not supported.
+// be a supported runtime type.
 absl::StatusOr<DType> CastTarget(const KernelInfo& info);
 
-// A backend's conversion of `input` to element type `to` into output 0.
-using CastFunction = absl::Status (*)(KernelContext& context, const Tensor& input, DType to);
+// Cast-19's and CastLike-19's 'saturate' (FP8 only) and their round_mode of opset 24 (E8M0
+// only); InvalidArgument for an unknown round_mode.
+absl::StatusOr<LowBitRounding> CastRounding(const KernelInfo& info);
 
-// Cast, its target type read once when the session is created.
+// A backend's conversion of `input` to element type `to` into output 0.
+using CastFunction = absl::Status (*)(KernelContext& context, const Tensor& input, DType to,
+                                      const LowBitRounding& rounding);
+
+// Cast, its target type and rounding read once when the session is created.
 class CastKernel final : public OpKernel {
  public:
-  CastKernel(DType to, CastFunction cast) : to_(to), cast_(cast) {}
+  CastKernel(DType to, LowBitRounding rounding, CastFunction cast)
+      : to_(to), rounding_(rounding), cast_(cast) {}
   absl::Status Compute(KernelContext& context) override {
-    return cast_(context, context.in(0), to_);
+    return cast_(context, context.in(0), to_, rounding_);
   }
 
  private:
   DType to_;
+  LowBitRounding rounding_;
   CastFunction cast_;
 };
 

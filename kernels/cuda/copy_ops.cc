@@ -30,7 +30,9 @@ bool Convertible(DType dtype) { return cuda::ElemSize(ElemOf(dtype)) != 0; }
 
 // ---- Cast, CastLike ----
 
-absl::Status CastTo(KernelContext& context, const Tensor& input, DType to) {
+// `rounding` only matters for the low-bit types, which the launchers do not convert.
+absl::Status CastTo(KernelContext& context, const Tensor& input, DType to,
+                    const LowBitRounding& /*rounding*/) {
   if (input.dtype() == to) {
     context.SetOutput(0, input);  // no conversion: share the buffer
     return absl::OkStatus();
@@ -50,11 +52,12 @@ absl::StatusOr<std::unique_ptr<OpKernel>> CreateCast(const KernelInfo& info) {
   if (!Convertible(to)) {
     return absl::UnimplementedError(absl::StrCat("cast to ", DTypeName(to), " has no CUDA kernel"));
   }
-  return std::make_unique<math_ops::CastKernel>(to, CastTo);
+  AMPC_ASSIGN_OR_RETURN(LowBitRounding rounding, math_ops::CastRounding(info));
+  return std::make_unique<math_ops::CastKernel>(to, rounding, CastTo);
 }
 
 absl::Status CastLike(KernelContext& context) {
-  return CastTo(context, context.in(0), context.in(1).dtype());
+  return CastTo(context, context.in(0), context.in(1).dtype(), LowBitRounding{});
 }
 
 // ---- ConstantOfShape, Transpose, Expand ----
