@@ -285,6 +285,15 @@ class LoopKernel final : public OpKernel {
 class ScanKernel final : public OpKernel {
  public:
   static KernelOr Create(const KernelInfo& info) {
+    // Scan slices by whole bytes per element: packed 4- and 2-bit tensors cannot be sliced so.
+    for (const std::vector<DType>* types : {&info.input_types, &info.output_types}) {
+      for (DType type : *types) {
+        if (type != DType::kUndefined && DTypeSize(type) == 0) {
+          return absl::UnimplementedError(absl::StrCat("Scan over ", DTypeName(type),
+                                                       " (packed below a byte) is not supported"));
+        }
+      }
+    }
     auto kernel = std::unique_ptr<ScanKernel>(new ScanKernel());
     const Attributes attributes = info.attributes();
     AMPC_ASSIGN_OR_RETURN(const int64_t num_scan_inputs, attributes.RequiredInt("num_scan_inputs"));

@@ -166,6 +166,22 @@ g (float[2] s0, float[2,3] x) => (float[2] s, float[3,2] cums) {
   EXPECT_THAT(Values<float>(out[1]), ElementsAre(6, 115, 3, 109, 1, 104));
 }
 
+// Scan slices by whole bytes per element, so a packed 4-bit scan input is refused at creation.
+TEST_F(ControlFlowKernelsTest, ScanOverAPackedFourBitTypeIsRefused) {
+  auto session = Session::Create(testing::ParseModelText(R"(
+<ir_version: 10, opset_import: ["" : 21]>
+g (int4[2] s0, int4[3, 2] x) => (int4[2] s) {
+  s = Scan(s0, x) <num_scan_inputs = 1,
+    body = body (int4[2] acc, int4[2] row) => (int4[2] next) {
+      next = Identity(row)
+    }>
+}
+)"),
+                                 DefaultRegistry(), backend_);
+  ASSERT_FALSE(session.ok());
+  EXPECT_THAT(session.status().message(), HasSubstr("Scan over INT4 (packed below a byte) is not supported"));
+}
+
 TEST_F(ControlFlowKernelsTest, IfConditionWithManyElementsIsAnErrorNamingTheNode) {
   auto session = Load(R"(
 <ir_version: 8, opset_import: ["" : 17]>
