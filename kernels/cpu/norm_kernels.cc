@@ -280,7 +280,7 @@ absl::Status InstanceNormalization(KernelContext& context) {
   return handled ? status : UnsupportedType(context, x, "input");
 }
 
-// Y = X / ||X||_p along `axis` (p = 1 or 2); a zero norm gives 0/0 = NaN, as ONNX's reference.
+// Y = X / ||X||_p along `axis` (p = 1 or 2); a zero norm gives 0, as ONNX's reference (not 0/0).
 absl::Status LpNormalization(KernelContext& context) {
   const Tensor& x = context.in(0);
   const Attributes attributes = context.attributes();
@@ -308,8 +308,8 @@ absl::Status LpNormalization(KernelContext& context) {
             }
             if (p == 2) norm = std::sqrt(norm);
             for (int64_t k = 0; k < length; ++k) {
-              py[base + k * inner] =
-                  Compute<T>::Store(Compute<T>::Load(px[base + k * inner]) / norm);
+              const C v = Compute<T>::Load(px[base + k * inner]);
+              py[base + k * inner] = Compute<T>::Store(norm == C{0} ? C{0} : v / norm);
             }
           }
         });

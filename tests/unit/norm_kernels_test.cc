@@ -264,6 +264,22 @@ g (float[2, 2] x) => (float[2, 2] y1, float[2, 2] y2) {
   EXPECT_THAT(ValuesOf((*out)[1]), ::testing::ElementsAre(3 / n, -1 / n, -1 / n, 3 / n));
 }
 
+// ONNX's reference gives 0 where the norm is 0 (test_l2normalization_axis_0), not 0/0 = NaN.
+TEST(LpNormalizationTest, ZeroNormGivesZero) {
+  auto out = RunModel(R"(
+<ir_version: 8, opset_import: ["" : 22]>
+g (float[2, 2] x) => (float[2, 2] y1, float[2, 2] y2) {
+  y1 = LpNormalization<axis = 0, p = 1>(x)
+  y2 = LpNormalization<axis = 1, p = 2>(x)
+}
+)",
+                      {Floats({2, 2}, {0, 3, 0, -4})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  // column 0 is zero; column 1: 3 + 4 = 7. Row 0: norm 3, row 1: norm 4.
+  EXPECT_THAT(ValuesOf((*out)[0]), ::testing::ElementsAre(0, 3.0f / 7, 0, -4.0f / 7));
+  EXPECT_THAT(ValuesOf((*out)[1]), ::testing::ElementsAre(0, 1, 0, -1));
+}
+
 TEST(MeanVarianceNormalizationTest, DefaultAxesNormalizePerChannel) {
   auto out = RunModel(R"(
 <ir_version: 8, opset_import: ["" : 13]>
