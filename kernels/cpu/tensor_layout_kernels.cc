@@ -441,9 +441,18 @@ absl::Status SpaceToDepth(KernelContext& context) {
     return NodeError(context,
                      absl::StrCat("spatial dims ", h, "x", w, " not divisible by blocksize ", b));
   }
+  // `mode` from opset 28: DCR (the default, and all before) puts the block offsets first, CRD
+  // after each channel.
+  const std::string mode =
+      context.info().opset >= 28 ? context.attributes().String("mode", "DCR") : "DCR";
+  if (mode != "DCR" && mode != "CRD") {
+    return NodeError(context, absl::StrCat("mode '", mode, "' is neither DCR nor CRD"));
+  }
+  const std::vector<int> perm =
+      mode == "CRD" ? std::vector<int>{0, 1, 3, 5, 2, 4} : std::vector<int>{0, 3, 5, 1, 2, 4};
   AMPC_ASSIGN_OR_RETURN(Tensor * out,
                         context.Output(0, {n, c * b * b, h / b, w / b}, input.dtype()));
-  PermutedCopy(context, input, {n, c, h / b, b, w / b, b}, {0, 3, 5, 1, 2, 4}, *out);
+  PermutedCopy(context, input, {n, c, h / b, b, w / b, b}, perm, *out);
   return absl::OkStatus();
 }
 

@@ -335,7 +335,8 @@ TEST(TensorKernelsTest, PadValueAttributeRoundsOnceToFp16) {
   EXPECT_THAT(Values<uint16_t>(r.out()), ElementsAre(0x2E66, 0x3C00));
 }
 
-// Reference: DepthToSpace by the spec's index formula, DCR and CRD, on a [1,8,2,3] iota.
+// Reference: DepthToSpace by the spec's index formula, DCR and CRD, on a [1,8,2,3] iota;
+// SpaceToDepth in the same mode inverts it.
 TEST(TensorKernelsTest, DepthToSpaceAndSpaceToDepthInvertEachOther) {
   const int64_t b = 2, c = 8, h = 2, w = 3, oc = c / (b * b);
   Tensor x = Iota(DType::kFloat, {1, c, h, w});
@@ -351,12 +352,16 @@ TEST(TensorKernelsTest, DepthToSpaceAndSpaceToDepthInvertEachOther) {
           const float want = static_cast<float>(((ch * h + y / b) * w + xx / b) % 100);
           EXPECT_EQ(r.out().data<float>()[(k * h * b + y) * w * b + xx], want) << mode;
         }
-    if (mode == "DCR") {
-      OpResult back = RunOp("z = SpaceToDepth <blocksize = 2> (y)", {r.out()});
-      ASSERT_RUNS(back);
-      EXPECT_EQ(Values<float>(back.out()), Values<float>(x));
-    }
+    // SpaceToDepth-28 takes the same `mode`; before it, DCR only.
+    OpResult back =
+        RunOp("z = SpaceToDepth <blocksize = 2, mode = \"" + mode + "\"> (y)", {r.out()}, 28);
+    ASSERT_RUNS(back);
+    EXPECT_EQ(Values<float>(back.out()), Values<float>(x)) << mode;
   }
+  OpResult dcr = RunOp("z = SpaceToDepth <blocksize = 2> (y)",
+                       {RunOp("y = DepthToSpace <blocksize = 2> (x)", {x}).out()});
+  ASSERT_RUNS(dcr);
+  EXPECT_EQ(Values<float>(dcr.out()), Values<float>(x));
 }
 
 TEST(TensorKernelsTest, TriluAndReverseSequence) {
