@@ -17,6 +17,8 @@ void RegisterCpuKernels(KernelRegistry& registry) {
   RegisterBitwiseKernels(registry);
   RegisterSelectionKernels(registry);
   RegisterAttentionKernels(registry);
+  RegisterLrnKernels(registry);
+  RegisterUnpoolKernels(registry);
 }
 
 }  // namespace ampc

@@ -20,6 +20,8 @@ void RegisterRecurrentKernels(KernelRegistry& registry);  // RNN, GRU, LSTM
 void RegisterBitwiseKernels(KernelRegistry& registry);
 void RegisterSelectionKernels(KernelRegistry& registry);  // Unique, NonMaxSuppression
 void RegisterAttentionKernels(KernelRegistry& registry);
+void RegisterLrnKernels(KernelRegistry& registry);
+void RegisterUnpoolKernels(KernelRegistry& registry);  // MaxUnpool
 
 void RegisterCpuKernels(KernelRegistry& registry);
 
