@@ -12,6 +12,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/session.h"
+#include "tests/support/kernel_runs.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"
 
@@ -24,17 +25,7 @@ using testing::Values;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-class BitwiseKernelsTest : public ::testing::Test {
- protected:
-  absl::StatusOr<std::vector<Tensor>> Run(const std::string &text, std::vector<Tensor> inputs) {
-    auto session = Session::Create(testing::ParseModelText(text), DefaultRegistry(), backend_);
-    if (!session.ok()) return session.status();
-    session_ = *std::move(session);
-    return session_->Run(inputs);
-  }
-  CpuBackend backend_{2};
-  std::unique_ptr<Session> session_;
-};
+class BitwiseKernelsTest : public testing::KernelTest {};
 
 TEST_F(BitwiseKernelsTest, SignedRightShiftIsArithmeticAndOutOfRangeLeavesTheSignFill) {
   // -128 >> 1 = -64; -7 >> 1 = -4 (floor); 64 >> 9: past the width, 0; -1 >>

@@ -14,6 +14,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/session.h"
+#include "tests/support/kernel_runs.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"
 
@@ -37,19 +38,11 @@ std::vector<float> Ramp(int n, float scale = 0.37f, float shift = -2.1f) {
   return v;
 }
 
-class ReduceKernelsTest : public ::testing::Test {
+class ReduceKernelsTest : public testing::KernelTest {
  protected:
-  absl::StatusOr<std::vector<Tensor>> Run(const std::string& text, std::vector<Tensor> inputs) {
-    auto session = Session::Create(testing::ParseModelText(text), DefaultRegistry(), backend_);
-    if (!session.ok()) return session.status();
-    session_ = *std::move(session);
-    return session_->Run(inputs);
-  }
   absl::Status Create(const std::string& text) {
     return Session::Create(testing::ParseModelText(text), DefaultRegistry(), backend_).status();
   }
-  CpuBackend backend_{2};
-  std::unique_ptr<Session> session_;
 };
 
 // A reference reduction of a [2,3,4] float input over `axes` (keepdims irrelevant to the order),

@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/cpu_backend.h"
+#include "tests/support/kernel_runs.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"
 
@@ -30,43 +31,11 @@ Tensor F64(Shape shape, const std::vector<double>& v) { return Make(DType::kDoub
 Tensor I64(Shape shape, const std::vector<int64_t>& v) { return Make(DType::kInt64, shape, v); }
 const Tensor kNone;  // an omitted optional input
 
-struct OpResult {
-  absl::Status status;
-  std::vector<Tensor> outputs;
-  const Tensor& out() const { return outputs[0]; }
-  std::vector<float> floats() const { return Values<float>(outputs[0]); }
-};
+using testing::OpResult;
 
-CpuBackend& Backend() {
-  static CpuBackend* backend = new CpuBackend(2);
-  return *backend;
-}
-
-// Runs the single node written in ONNX text at `opset`; an empty Tensor is an omitted input.
+// The single node written in ONNX text, at opset 19 unless given.
 OpResult RunOp(const std::string& node_text, std::vector<Tensor> inputs, int opset = 19) {
-  auto model = std::make_shared<onnx::ModelProto>(
-      testing::ParseModelText(absl::StrCat("<ir_version: 9, opset_import: [\"\" : ", opset,
-                                           "]>\ng () => () {\n  ", node_text, "\n}\n")));
-  const onnx::NodeProto& node = model->graph().node(0);
-  std::vector<DType> input_types;
-  std::vector<Tensor*> input_ptrs;
-  for (Tensor& t : inputs) {
-    input_types.push_back(t.empty() ? DType::kUndefined : t.dtype());
-    input_ptrs.push_back(t.empty() ? nullptr : &t);
-  }
-  KernelInfo info{
-      node,      opset, input_types, std::vector<DType>(node.output_size(), DType::kUndefined),
-      Backend(), {},    nullptr};
-  OpResult result;
-  auto kernel = DefaultRegistry().Create(info);
-  if (!kernel.ok()) {
-    result.status = kernel.status();
-    return result;
-  }
-  result.outputs.resize(node.output_size());
-  KernelContext context(info, input_ptrs, {}, result.outputs);
-  result.status = (*kernel)->Compute(context);
-  return result;
+  return testing::RunOp(node_text, std::move(inputs), opset);
 }
 
 #define ASSERT_RUNS(r) ASSERT_TRUE((r).status.ok()) << (r).status.message()

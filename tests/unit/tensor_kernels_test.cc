@@ -13,6 +13,7 @@
 #include "runtime/cpu_backend.h"
 #include "runtime/session.h"
 #include "runtime/tensor_proto.h"
+#include "tests/support/kernel_runs.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"
 
@@ -39,44 +40,8 @@ Tensor Iota(DType dtype, Shape shape) {  // 0, 1, 2, ... in any dtype
   return t;
 }
 
-struct OpResult {
-  absl::Status status;
-  std::vector<Tensor> outputs;
-  const Tensor& out(int i = 0) const { return outputs[i]; }
-};
-
-CpuBackend& Backend() {
-  static CpuBackend* backend = new CpuBackend(2);
-  return *backend;
-}
-
-// Runs the single node written in ONNX text (e.g. "y = Gather <axis = 1> (x, i)") at `opset`.
-// An empty Tensor is an omitted optional input.
-OpResult RunOp(const std::string& node_text, std::vector<Tensor> inputs, int opset = 17) {
-  auto model = std::make_shared<onnx::ModelProto>(
-      testing::ParseModelText(absl::StrCat("<ir_version: 8, opset_import: [\"\" : ", opset,
-                                           "]>\ng () => () {\n  ", node_text, "\n}\n")));
-  const onnx::NodeProto& node = model->graph().node(0);
-  std::vector<DType> input_types;
-  std::vector<Tensor*> input_ptrs;
-  for (Tensor& t : inputs) {
-    input_types.push_back(t.empty() ? DType::kUndefined : t.dtype());
-    input_ptrs.push_back(t.empty() ? nullptr : &t);
-  }
-  KernelInfo info{
-      node,      opset, input_types, std::vector<DType>(node.output_size(), DType::kUndefined),
-      Backend(), {},    nullptr};
-  OpResult result;
-  auto kernel = DefaultRegistry().Create(info);
-  if (!kernel.ok()) {
-    result.status = kernel.status();
-    return result;
-  }
-  result.outputs.resize(node.output_size());
-  KernelContext context(info, input_ptrs, {}, result.outputs);
-  result.status = (*kernel)->Compute(context);
-  return result;
-}
+using testing::OpResult;
+using testing::RunOp;
 
 #define ASSERT_RUNS(r) ASSERT_TRUE((r).status.ok()) << (r).status
 
@@ -561,7 +526,7 @@ g (float16[6] x, int64[2] s, int64[2] i) => (float16[2, 3] y) {
   y = Gather(t, i)
 }
 )"),
-                                 DefaultRegistry(), Backend());
+                                 DefaultRegistry(), testing::TestBackend());
   ASSERT_TRUE(session.ok()) << session.status();
   std::vector<Tensor> inputs = {Iota(DType::kFloat16, {6}), I64({2}, {3, 2}), I64({2}, {1, 0})};
   auto outputs = (*session)->Run(inputs);
@@ -580,7 +545,7 @@ g (float[3] x, float[1] i) => (float[1] y) {
   y = Gather(x, i)
 }
 )"),
-                                 DefaultRegistry(), Backend());
+                                 DefaultRegistry(), testing::TestBackend());
   EXPECT_FALSE(session.ok());
 }
 
