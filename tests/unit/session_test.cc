@@ -64,15 +64,15 @@ TEST(SessionTest, FreesValuesAfterTheirLastUseSoBuffersAreReused) {
 TEST(SessionTest, UnsupportedOpFailsAtCreationNamingNodeAndOp) {
   CpuBackend backend(1);
   auto session = Session::Create(testing::ParseModelText(R"(
-<ir_version: 8, opset_import: ["" : 17]>
-g (float[1, 1, 2, 2] x, int64[1, 1, 2, 2] i) => (float[1, 1, 4, 4] y) {
-  y = MaxUnpool <kernel_shape = [2, 2], strides = [2, 2]> (x, i)
+<ir_version: 9, opset_import: ["" : 20]>
+g (uint8[N] encoded) => (uint8[H, W, 3] y) {
+  y = ImageDecoder(encoded)
 }
 )"),
                                  DefaultRegistry(), backend);
   ASSERT_FALSE(session.ok());
   EXPECT_EQ(session.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(session.status().message(), HasSubstr("MaxUnpool node producing 'y'"));
+  EXPECT_THAT(session.status().message(), HasSubstr("ImageDecoder node producing 'y'"));
 }
 
 // Swish-24 has no kernel; ONNX defines it as a function, so it runs as its body (inlined).
