@@ -1,4 +1,4 @@
-// The flags of `ampc MODEL -o OUT --train` (spec/training.md, "Compiling a training graph") as
+// The flags of `ampc MODEL -o OUT --train` (docs/training.md, "What `--train` builds") as
 // TrainingOptions.
 #pragma once
 

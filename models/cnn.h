@@ -23,7 +23,7 @@ struct CnnOptions {
 // `loss` (the mean SoftmaxCrossEntropyLoss). Conv and Gemm weights are initialised like PyTorch's
 // nn.Conv2d / nn.Linear, U(-1/sqrt(fan_in), 1/sqrt(fan_in)); BatchNormalization is in inference
 // form with scale 1, bias 0, running mean 0 and variance 1 (the trainer updates the running
-// statistics as state, spec/training.md). Opset 17, IR version 8. The same options give the same
+// statistics as state, docs/training.md). Opset 17, IR version 8. The same options give the same
 // model, byte for byte; options that give no valid model are an InvalidArgument error.
 absl::StatusOr<onnx::ModelProto> BuildCnn(const CnnOptions& options = {});
 

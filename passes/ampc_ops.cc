@@ -92,7 +92,8 @@ void RegisterScalerSchemas() {
 
   Register(
       AmpcSchema("UpdateScale", __LINE__,
-                 "Dynamic loss-scale update (shared/spec/loss-scaling.md). found: back off after "
+                 "Dynamic loss-scale update (docs/training-design.md, 'The scale update rule'). "
+                 "found: back off after "
                  "`hysteresis` consecutive overflows; otherwise grow every growth_interval steps "
                  "when the result is finite and within max_scale. loss_bad or dynamic=0: outputs "
                  "equal inputs.")

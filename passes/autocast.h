@@ -1,5 +1,5 @@
 // autocast: assigns every node a compute dtype (FP16/BF16 or FP32) by the rules of
-// spec/autocast.md and records why; insert-casts applies the plan. Reads types from value_info,
+// docs/autocast.md and records why; insert-casts applies the plan. Reads types from value_info,
 // so infer-types runs first.
 #pragma once
 

@@ -1,4 +1,4 @@
-// What the autocast pass may do with each op: the precision policy as data (spec/autocast.md).
+// What the autocast pass may do with each op: the precision policy as data (docs/autocast.md).
 #pragma once
 
 #include <string>
@@ -22,7 +22,7 @@ absl::StatusOr<Category> ParseCategory(absl::string_view name);
 
 class AutocastPolicy {
  public:
-  // The default tables of spec/autocast.md for `low_dtype` (onnx FLOAT16 or BFLOAT16).
+  // The default tables of docs/autocast.md for `low_dtype` (onnx FLOAT16 or BFLOAT16).
   static AutocastPolicy Defaults(int low_dtype);
 
   // Ops of the default domain are keyed by op type, others by "domain.OpType".

@@ -1,5 +1,5 @@
 // Reverse-mode differentiation of a forward graph, from a scalar loss to its trainable parameters,
-// with the per-op rules of passes/gradient_rules.h (spec/training.md, "Autodiff pass").
+// with the per-op rules of passes/gradient_rules.h (docs/training.md, "Ops with gradients").
 #pragma once
 
 #include <onnx/onnx_pb.h>

@@ -1,7 +1,7 @@
 // ai.ampc versions of the standard ops that have no bfloat16 up to opset 17 (ONNX 1.12) but that
 // BF16 training needs: Conv, MaxPool, AveragePool and GlobalAveragePool (ONNX adds bfloat16 to
 // them at opset 22). Each has the standard op's inputs, outputs, attributes and shape inference,
-// with its float type variable T restricted to tensor(bfloat16). spec/autocast.md, "Schema
+// with its float type variable T restricted to tensor(bfloat16). docs/autocast.md, "Schema
 // legality": the autocast pass runs such a node as its ai.ampc version instead of in FP32. ampc's
 // kernels run it in BF16 (FP32 accumulation); its model-local function casts to FP32, runs the
 // standard op and rounds the result to BF16, so any runtime that inlines functions runs it too.

@@ -1,5 +1,5 @@
 // fold-casts: removes the casts that change nothing or can be paid for at compile time
-// (spec/autocast.md, "Casts"), in every graph including control-flow bodies. Runs after
+// (docs/autocast.md, "Casts"), in every graph including control-flow bodies. Runs after
 // insert-casts. In node order:
 //   - identity: a Cast to the dtype its input is known to have (declared, or a Cast's `to`);
 //   - exact round trip: Cast(Cast(X, W), dtype of X) reads X when X -> W is an exact widening

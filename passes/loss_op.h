@@ -1,4 +1,4 @@
-// loss-op: `--train --loss-op KIND:VALUE` (spec/training.md) appends a loss to a forward model that
+// loss-op: `--train --loss-op KIND:VALUE` (docs/training.md) appends a loss to a forward model that
 // has none, before training-step assembles the step:
 //   cross_entropy:LOGITS  a new int64 input `labels` [N] (N: LOGITS's first dim) and
 //                         loss = SoftmaxCrossEntropyLoss<reduction = "mean">(LOGITS, labels);

@@ -1,4 +1,4 @@
-// What `--train` asks of the training-step pass (spec/training.md, spec/loss-scaling.md).
+// What `--train` asks of the training-step pass (docs/training.md, docs/training-design.md).
 #pragma once
 
 #include <cstdint>

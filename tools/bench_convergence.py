@@ -11,7 +11,7 @@ initial weights and the same data order):
        --metrics MODEL.DTYPE.csv
 
 and reads the test accuracy that `ampc train` prints after each epoch (the inference graph on
-the 10,000 test images). Targets (spec/training.md): MLP >= 0.88 and CNN >= 0.91 in every dtype,
+the 10,000 test images). Targets (docs/training.md): MLP >= 0.88 and CNN >= 0.91 in every dtype,
 and each AMP run within 0.5 points of the FP32 run. Writes bench/results/convergence.md and one
 SVG per model with the loss curves (the metrics CSV) and the accuracy per epoch. Not a test; run
 it through tools/bench-convergence.

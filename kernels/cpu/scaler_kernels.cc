@@ -72,7 +72,7 @@ absl::Status CheckFinite(KernelContext& context) {
   return NewScalar(context, 0, DType::kBool, found);
 }
 
-// ---- UpdateScale (shared/spec/loss-scaling.md, "Update rule") ----
+// ---- UpdateScale (docs/training-design.md, "The scale update rule") ----
 
 struct ScaleState {
   float scale;

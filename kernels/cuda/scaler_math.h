@@ -84,7 +84,7 @@ AMPC_HD inline float ClipCoefficient(float norm, float max_norm) {
   return ratio != ratio ? ratio : Min(1.0f, ratio);  // a NaN norm gives NaN, as torch's clamp
 }
 
-// ---- UpdateScale (shared/spec/loss-scaling.md, "Update rule") ----
+// ---- UpdateScale (docs/training-design.md, "The scale update rule") ----
 
 // The node's attributes, with the CPU kernel's defaults.
 struct ScaleAttrs {

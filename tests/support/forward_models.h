@@ -1,4 +1,4 @@
-// Forward models without a loss, for `--loss-op` (spec/training.md): the bundled MLP with its
+// Forward models without a loss, for `--loss-op` (docs/training.md): the bundled MLP with its
 // SoftmaxCrossEntropyLoss node, `label` input and `loss` output removed, `logits` its only output.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Convergence (CI-sized, spec/training.md): the bundled Fashion-MNIST MLP compiled by `ampc
+// Convergence (CI-sized, docs/training.md): the bundled Fashion-MNIST MLP compiled by `ampc
 // --train` and trained by `ampc train` on the CPU reaches 0.85 test accuracy in FP32, FP16-AMP
 // and BF16-AMP, with the same seed and data order. The full-sized runs (MLP >= 0.88, CNN >= 0.91,
 // AMP within 0.5 points of FP32) are a benchmark: tools/bench-convergence.

@@ -1,4 +1,4 @@
-// The bundled models (spec/training.md "Bundled models"): each passes the ONNX checker and strict
+// The bundled models (docs/models.md): each passes the ONNX checker and strict
 // type inference with the documented outputs, and builds deterministically from its seed.
 #include <onnx/checker.h>
 

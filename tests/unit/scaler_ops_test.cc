@@ -1,6 +1,6 @@
 // The loss-scaling ops (ai.ampc CheckFinite, UpdateScale, UnscaleClip, with Adam and SGD for skip
 // atomicity) through a Session: UpdateScale hand cases, and a scripted trajectory of thousands of
-// steps with injected inf/NaN against a reference implementation of shared/spec/loss-scaling.md's
+// steps with injected inf/NaN against a reference implementation of docs/training-design.md's
 // update rule written here.
 #include <gtest/gtest.h>
 
@@ -27,7 +27,7 @@ using testing::LoadAmpcModel;
 using testing::SetElement;
 using testing::Step;
 
-// ---- the reference: shared/spec/loss-scaling.md, "Update rule", line by line ----
+// ---- the reference: docs/training-design.md, "The scale update rule", line by line ----
 
 struct ScalerConfig {
   float growth_factor = 2.0f, backoff_factor = 0.5f;
