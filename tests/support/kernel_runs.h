@@ -60,6 +60,14 @@ inline OpResult RunOp(const std::string& node_text, std::vector<Tensor> inputs, 
   return result;
 }
 
+// Builds a Session for a model text, runs it once on `inputs` and returns the outputs.
+inline absl::StatusOr<std::vector<Tensor>> RunModel(const std::string& text,
+                                                    std::vector<Tensor> inputs) {
+  auto session = Session::Create(ParseModelText(text), DefaultRegistry(), TestBackend());
+  if (!session.ok()) return session.status();
+  return (*session)->Run(inputs);
+}
+
 // A fixture whose Run builds a Session for a model text and runs it once; the session lives
 // until the next Run.
 class KernelTest : public ::testing::Test {

@@ -12,6 +12,7 @@
 #include "kernels/cpu/half.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/session.h"
+#include "tests/support/kernel_runs.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"
 
@@ -41,12 +42,7 @@ Tensor Bools(Shape shape, const std::vector<bool>& values) {
   return t;
 }
 
-absl::StatusOr<std::vector<Tensor>> RunModel(const std::string& text, std::vector<Tensor> inputs) {
-  static CpuBackend* backend = new CpuBackend(2);
-  auto session = Session::Create(testing::ParseModelText(text), DefaultRegistry(), *backend);
-  if (!session.ok()) return session.status();
-  return (*session)->Run(inputs);
-}
+using testing::RunModel;
 
 // Row 0 sees key 0 (causal); row 1 keys 0 and 1, but the mask hides key 1; row 2 keys 0 and 2,
 // scores 0.25 and 0.5 (scale 0.5): y = v0 + (v2 - v0) * e^0.25 / (1 + e^0.25).

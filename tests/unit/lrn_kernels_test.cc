@@ -9,6 +9,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/session.h"
+#include "tests/support/kernel_runs.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"
 
@@ -18,12 +19,7 @@ namespace {
 using ::testing::FloatNear;
 using ::testing::Pointwise;
 
-absl::StatusOr<std::vector<Tensor>> RunModel(const std::string& text, std::vector<Tensor> inputs) {
-  static CpuBackend* backend = new CpuBackend(2);
-  auto session = Session::Create(testing::ParseModelText(text), DefaultRegistry(), *backend);
-  if (!session.ok()) return session.status();
-  return (*session)->Run(inputs);
-}
+using testing::RunModel;
 
 // Channels 1, 2, 3. size 2 sums channels c and c + 1; size 3 sums c - 1 to c + 1 (those that
 // exist); alpha / size scales the sum.

@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/session.h"
+#include "tests/support/kernel_runs.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"
 
@@ -32,12 +33,7 @@ std::vector<float> ValuesOf(const Tensor& t) {
   return v;
 }
 
-absl::StatusOr<std::vector<Tensor>> RunModel(const std::string& text, std::vector<Tensor> inputs) {
-  static CpuBackend* backend = new CpuBackend(2);
-  auto session = Session::Create(testing::ParseModelText(text), DefaultRegistry(), *backend);
-  if (!session.ok()) return session.status();
-  return (*session)->Run(inputs);
-}
+using testing::RunModel;
 
 // Deterministic pseudo-random values in [lo, hi) (a fixed LCG, so tests need no seed plumbing).
 std::vector<float> Pseudo(size_t n, float lo, float hi, uint32_t seed = 1) {

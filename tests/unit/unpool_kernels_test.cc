@@ -8,6 +8,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/session.h"
+#include "tests/support/kernel_runs.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"
 
@@ -20,12 +21,7 @@ using ::testing::HasSubstr;
 using testing::Floats;
 using testing::Int64s;
 
-absl::StatusOr<std::vector<Tensor>> RunModel(const std::string& text, std::vector<Tensor> inputs) {
-  static CpuBackend* backend = new CpuBackend(2);
-  auto session = Session::Create(testing::ParseModelText(text), DefaultRegistry(), *backend);
-  if (!session.ok()) return session.status();
-  return (*session)->Run(inputs);
-}
+using testing::RunModel;
 
 constexpr char kUnpool2d[] = R"(
 <ir_version: 8, opset_import: ["" : 11]>
