@@ -24,11 +24,11 @@
 #include "absl/strings/str_format.h"
 #include "compiler/model_io.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "runtime/cpu_backend.h"
+#include "passes/graph/status_macros.h"
+#include "runtime/core/cpu_backend.h"
+#include "runtime/core/tensor_proto.h"
 #include "runtime/npy.h"
 #include "runtime/session.h"
-#include "runtime/status_macros.h"
-#include "runtime/tensor_proto.h"
 
 namespace ampc {
 namespace {

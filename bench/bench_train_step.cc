@@ -18,7 +18,7 @@
 // unsynced_ms_per_step with capture off, in the same process. "peak_mib": the most backend memory
 // in use during the timed steps (parameters, optimizer state and the step's values); "held_mib":
 // what the backend holds after them, in use or kept for reuse (--no-memory-plans: the backend's
-// buffer cache alone, runtime/memory_plan.h).
+// buffer cache alone, runtime/core/memory_plan.h).
 // --profile runs 10 more steps with each node of the step graph timed (CUDA events on the
 // backend's stream; the host clock on the CPU) and adds "profile": milliseconds per step by op
 // type, every one, largest first, and "profiled_ms", their sum.
@@ -38,13 +38,13 @@
 #include "absl/strings/str_format.h"
 #include "compiler/model_io.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "passes/graph/status_macros.h"
+#include "runtime/core/node_profiler.h"
 #include "runtime/device.h"
-#include "runtime/node_profiler.h"
-#include "runtime/status_macros.h"
 #include "runtime/training_session.h"
 
 #ifdef AMPC_HAVE_CUDA
-#include "runtime/cuda_backend.h"
+#include "runtime/core/cuda_backend.h"
 #endif
 
 namespace ampc {
@@ -65,7 +65,7 @@ struct Options {
   bool memory_plans = true;
 };
 
-// Time per op type over the profiled steps (NodeProfiler: runtime/node_profiler.h).
+// Time per op type over the profiled steps (NodeProfiler: runtime/core/node_profiler.h).
 class OpProfiler final : public NodeProfiler {
  public:
   explicit OpProfiler(Backend& backend) : backend_(backend) {}

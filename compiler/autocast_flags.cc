@@ -9,7 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/exit_codes.h"
 #include "compiler/policy_file.h"
-#include "passes/ampc_ops.h"
+#include "passes/graph/status_macros.h"
+#include "passes/opset/training_ops.h"
 
 ABSL_FLAG(std::string, dtype, "fp16",
           "The low dtype: fp16 or bf16; fp32 runs no autocast (the FP32 baseline).");
@@ -52,11 +53,11 @@ absl::StatusOr<AutocastOptions> AutocastOptionsFromFlags() {
   options.ampc_versions = !absl::GetFlag(FLAGS_standard_ops);
   options.block_node_regex = absl::GetFlag(FLAGS_block_node);
   options.lower_node_regex = absl::GetFlag(FLAGS_lower_node);
-  if (absl::Status s = CheckRegex("block-node", options.block_node_regex); !s.ok()) return s;
-  if (absl::Status s = CheckRegex("lower-node", options.lower_node_regex); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(CheckRegex("block-node", options.block_node_regex));
+  AMPC_RETURN_IF_ERROR(CheckRegex("lower-node", options.lower_node_regex));
   const std::string policy = absl::GetFlag(FLAGS_policy);
   if (!policy.empty()) {
-    if (absl::Status s = ApplyPolicyFile(policy, options.policy); !s.ok()) return s;
+    AMPC_RETURN_IF_ERROR(ApplyPolicyFile(policy, options.policy));
   }
   RegisterAmpcSchemas();  // so that ai.ampc is a domain CheckOpKey knows
   for (const std::string& op : absl::GetFlag(FLAGS_block_op)) {
@@ -69,13 +70,5 @@ absl::StatusOr<AutocastOptions> AutocastOptionsFromFlags() {
 }
 
 bool Fp32Baseline() { return absl::GetFlag(FLAGS_dtype) == "fp32"; }
-
-std::vector<std::string> WithoutAutocastForFp32(std::vector<std::string> passes) {
-  if (!Fp32Baseline()) return passes;
-  std::erase_if(passes, [](const std::string& pass) {
-    return pass == "autocast" || pass == "insert-casts" || pass == "fold-casts";
-  });
-  return passes;
-}
 
 }  // namespace ampc

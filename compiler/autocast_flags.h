@@ -16,8 +16,4 @@ absl::StatusOr<AutocastOptions> AutocastOptionsFromFlags();
 // --dtype=fp32: no autocast (the FP32 baseline).
 bool Fp32Baseline();
 
-// `passes` without autocast, insert-casts and fold-casts when --dtype=fp32 (the model keeps its
-// precision: an FP32 baseline, or an FP32 training step with --train).
-std::vector<std::string> WithoutAutocastForFp32(std::vector<std::string> passes);
-
 }  // namespace ampc

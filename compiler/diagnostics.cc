@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <iostream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace ampc {
@@ -60,6 +61,10 @@ std::string EscapeForDiagnostic(std::string_view text) {
 
 void PrintDiagnostic(std::string_view line) {
   std::cerr << "ampc: " << EscapeForDiagnostic(line) << "\n";
+}
+
+std::string DiagnosticLine(std::string_view file, const Diagnostic& diagnostic) {
+  return absl::StrCat(std::string(file), ": warning: ", diagnostic.message);
 }
 
 }  // namespace ampc

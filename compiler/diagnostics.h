@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "passes/pass.h"
+
 namespace ampc {
 
 // `text` with control characters as \n, \t, \r or \xNN, bytes that are not UTF-8 as \xNN, and
@@ -15,5 +17,8 @@ std::string EscapeForDiagnostic(std::string_view text);
 
 // Writes "ampc: " + EscapeForDiagnostic(line) + "\n" to stderr.
 void PrintDiagnostic(std::string_view line);
+
+// A pass's diagnostic as one line: "FILE: warning: MESSAGE".
+std::string DiagnosticLine(std::string_view file, const Diagnostic& diagnostic);
 
 }  // namespace ampc

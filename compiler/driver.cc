@@ -28,11 +28,13 @@
 #include "compiler/extract_step.h"
 #include "compiler/file_io.h"
 #include "compiler/model_io.h"
+#include "compiler/pipeline.h"
 #include "compiler/printer.h"
 #include "compiler/report.h"
 #include "compiler/run_command.h"
 #include "compiler/train_command.h"
 #include "compiler/train_flags.h"
+#include "passes/graph/status_macros.h"
 #include "passes/registry.h"
 #include "passes/upgrade_opset.h"
 #include "runtime/device.h"
@@ -48,6 +50,8 @@ ABSL_FLAG(std::string, external_data, "auto",
           "always; never.");
 ABSL_FLAG(int, target_opset, 0,
           "Convert the model to this default-domain opset with ONNX's version converter.");
+ABSL_FLAG(bool, print_pipeline, false,
+          "Print the passes a compilation with these flags runs, and why, then exit.");
 ABSL_FLAG(bool, time_passes, false,
           "Print the time of load, each pass and save to stderr, one line each.");
 
@@ -94,6 +98,8 @@ Flags:
                          first (the IR version rises with it; BF16 Conv and pools are standard
                          ops from opset 22)
   --passes=a,b,c         passes to run after verify-input (default: the standard pipeline)
+  --print-pipeline       print the passes these flags run, in order, each with the reason for
+                         its place, and exit (no model is read)
   --print-after=PASS     print the canonical text after PASS ('all': after every pass)
   --external-data=MODE   auto (default): tensor data goes to OUT.data when the input used
                          external data or the model exceeds 1 GiB; always; never
@@ -144,30 +150,33 @@ std::string VersionText() {
                       "\n");
 }
 
-absl::StatusOr<std::vector<std::unique_ptr<Pass>>> BuildPipeline() {
-  std::vector<std::string> names = WithoutAutocastForFp32(DefaultPipeline());
-  const std::string requested = absl::GetFlag(FLAGS_passes);
-  if (!requested.empty()) {
-    names = {"verify-input"};  // nothing runs on an unverified model
-    for (absl::string_view name : absl::StrSplit(requested, ',', absl::SkipWhitespace())) {
-      if (name != "verify-input") names.emplace_back(name);
-    }
+// --passes as a list, verify-input first.
+std::vector<std::string> RequestedPasses() {
+  std::vector<std::string> names;
+  for (absl::string_view name :
+       absl::StrSplit(absl::GetFlag(FLAGS_passes), ',', absl::SkipWhitespace())) {
+    names.emplace_back(name);
   }
-  names = WithTrainingStep(std::move(names));
-  // A --passes list still converts first when --target-opset asks for an opset.
-  if (absl::GetFlag(FLAGS_target_opset) != 0 &&
-      std::find(names.begin(), names.end(), "upgrade-opset") == names.end()) {
-    names.insert(names.begin() + 1, "upgrade-opset");
-  }
-  std::vector<std::unique_ptr<Pass>> pipeline;
-  for (const std::string& name : names) {
-    absl::StatusOr<std::unique_ptr<Pass>> pass = CreatePass(name);
-    if (!pass.ok()) return UsageError(pass.status().message());
-    pipeline.push_back(*std::move(pass));
-  }
+  return names;
+}
+
+std::vector<Placement> PipelineFromFlags() {
+  PipelineOptions options;
+  options.autocast = !Fp32Baseline();
+  options.train = TrainFlagGiven();
+  options.loss_op = LossOpFlagGiven();
+  options.target_opset = absl::GetFlag(FLAGS_target_opset) != 0;
+  options.passes = RequestedPasses();
+  return PipelineFor(options);
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Pass>>> BuildPipeline(const PassOptions& options) {
+  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> pipeline =
+      CreatePipeline(PipelineFromFlags(), options);
+  if (!pipeline.ok()) return UsageError(pipeline.status().message());
   const std::string print_after = absl::GetFlag(FLAGS_print_after);
   bool found = print_after.empty() || print_after == "all";
-  for (const auto& pass : pipeline) found = found || pass->Name() == print_after;
+  for (const auto& pass : *pipeline) found = found || pass->Name() == print_after;
   if (!found) {
     return UsageError(
         absl::StrCat("--print-after=", print_after, ": no such pass in the pipeline"));
@@ -192,26 +201,18 @@ class StepTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
-// Prints the passes' warnings as they come and keeps them, without the file name, in `warnings`.
-absl::Status RunPipeline(ModelContext& context, std::vector<std::unique_ptr<Pass>>& pipeline,
-                         std::vector<std::string>& warnings) {
+// Runs the passes in order, printing each diagnostic as it comes.
+absl::Status RunPipeline(ModelContext& context, std::vector<std::unique_ptr<Pass>>& pipeline) {
   const std::string print_after = absl::GetFlag(FLAGS_print_after);
   for (auto& pass : pipeline) {
-    const std::shared_ptr<const GraphIndex> index_before = context.index;
+    const size_t reported = context.diagnostics.size();
     StepTimer timer;
-    absl::StatusOr<bool> changed = pass->Run(context);
+    absl::StatusOr<PassResult> result = RunPass(*pass, context);
     timer.Report(pass->Name());
-    // An index handed on by the previous pass describes the model only until this pass ran.
-    if (context.index == index_before) context.index.reset();
-    for (const std::string& warning : context.warnings) {
-      PrintDiagnostic(warning);
-      absl::string_view text = warning;
-      absl::ConsumePrefix(&text, context.file + ": ");
-      absl::ConsumePrefix(&text, "warning: ");
-      warnings.emplace_back(text);
+    for (size_t i = reported; i < context.diagnostics.size(); ++i) {
+      PrintDiagnostic(DiagnosticLine(context.file, context.diagnostics[i]));
     }
-    context.warnings.clear();
-    if (!changed.ok()) return changed.status();
+    if (!result.ok()) return result.status();
     if (print_after == "all" || print_after == pass->Name()) {
       if (print_after == "all") std::cout << "# after " << pass->Name() << "\n";
       std::cout << PrintModel(context.model) << std::flush;
@@ -238,30 +239,33 @@ absl::StatusOr<int> TargetOpsetFromFlag() {
                                  AMPC_ONNX_VERSION, ")"));
 }
 
+// The options of every pass, read from the flags once (--policy and --train-config files too).
+absl::StatusOr<PassOptions> PassOptionsFromFlags() {
+  PassOptions options;
+  AMPC_ASSIGN_OR_RETURN(options.autocast, AutocastOptionsFromFlags());
+  AMPC_ASSIGN_OR_RETURN(options.training, TrainingOptionsFromFlags());
+  AMPC_ASSIGN_OR_RETURN(options.target_opset, TargetOpsetFromFlag());
+  return options;
+}
+
+// The passes of this compilation, constructed with their options.
+absl::StatusOr<std::vector<std::unique_ptr<Pass>>> PipelineOfFlags(PassOptions& options) {
+  AMPC_ASSIGN_OR_RETURN(options, PassOptionsFromFlags());
+  return BuildPipeline(options);
+}
+
 // Runs the pipeline on `model` in place, filling `summary` (but output and time).
 absl::StatusOr<std::shared_ptr<PrecisionPlan>> CompileModel(
-    const std::string& input, onnx::ModelProto& model, std::vector<std::unique_ptr<Pass>>& pipeline,
-    CompileSummary& summary) {
-  absl::StatusOr<AutocastOptions> options = AutocastOptionsFromFlags();
-  if (!options.ok()) return options.status();
+    const std::string& input, onnx::ModelProto& model, const PassOptions& options,
+    std::vector<std::unique_ptr<Pass>>& pipeline, CompileSummary& summary) {
   summary.input = input;
   summary.weight_bytes_before = WeightBytes(model);
   summary.casts_before = CountCasts(model);
   ModelContext context(model, input);
-  context.autocast = *std::move(options);
-  absl::StatusOr<TrainingOptions> training = TrainingOptionsFromFlags();
-  if (!training.ok()) return training.status();
-  context.training = *std::move(training);
-  absl::StatusOr<int> target_opset = TargetOpsetFromFlag();
-  if (!target_opset.ok()) return target_opset.status();
-  context.target_opset = *target_opset;
   summary.versions_before = VersionsOf(model);
-  if (absl::Status s = RunPipeline(context, pipeline, summary.pass_warnings); !s.ok()) return s;
-  if (context.plan != nullptr) {
-    for (const std::string& warning : context.plan->warnings) {
-      PrintDiagnostic(absl::StrCat(input, ": warning: ", warning));
-    }
-  }
+  absl::Status status = RunPipeline(context, pipeline);
+  summary.diagnostics = std::move(context.diagnostics);
+  if (!status.ok()) return status;
   summary.weight_bytes_after = WeightBytes(model);
   summary.casts_after = CountCasts(model);
   summary.versions_after = VersionsOf(model);
@@ -305,8 +309,8 @@ absl::Status StageReport(const std::vector<std::string>& models, std::optional<T
 absl::Status WriteReport(const CompileSummary& summary, std::optional<TempFile>& file) {
   if (!file) return absl::OkStatus();
   const std::string json = ReportJson(summary);
-  if (absl::Status s = file->Write(json.data(), json.size()); !s.ok()) return s;
-  if (absl::Status s = file->Close(); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(file->Write(json.data(), json.size()));
+  AMPC_RETURN_IF_ERROR(file->Close());
   return file->Commit();
 }
 
@@ -322,18 +326,19 @@ absl::Status StdoutWritten() {
 absl::Status Explain(const std::vector<std::string>& args) {
   if (args.size() != 2) return UsageError("usage: ampc explain MODEL [flags]");
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> pipeline = BuildPipeline();
+  PassOptions options;
+  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> pipeline = PipelineOfFlags(options);
   if (!pipeline.ok()) return pipeline.status();
   std::optional<TempFile> report;
-  if (absl::Status s = StageReport({args[1]}, report); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(StageReport({args[1]}, report));
   absl::StatusOr<LoadedModel> loaded = LoadModel(args[1]);
   if (!loaded.ok()) return loaded.status();
   NoteInputs(args[1], *loaded);
   CompileSummary summary;
   absl::StatusOr<std::shared_ptr<PrecisionPlan>> plan =
-      CompileModel(args[1], loaded->model, *pipeline, summary);
+      CompileModel(args[1], loaded->model, options, *pipeline, summary);
   if (!plan.ok()) return plan.status();
-  if (absl::Status s = CheckNotInput(ReportPath(), "--report"); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(CheckNotInput(ReportPath(), "--report"));
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << ExplainTable(summary) << std::flush;
   std::cerr << SummaryLine(summary) << "\n";
@@ -354,16 +359,17 @@ absl::Status Compile(const std::string& input) {
         absl::StrCat("-o ", output, " is the input file; ampc never overwrites its input"));
   }
   if (!output.empty()) {  // a directory or device is refused before the work, not after
-    if (absl::Status s = CheckSaveDestination(output); !s.ok()) return s;
+    AMPC_RETURN_IF_ERROR(CheckSaveDestination(output));
   }
   absl::StatusOr<SaveOptions::ExternalData> mode = ExternalDataMode();
   if (!mode.ok()) return mode.status();
-  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> pipeline = BuildPipeline();
+  PassOptions options;
+  absl::StatusOr<std::vector<std::unique_ptr<Pass>>> pipeline = PipelineOfFlags(options);
   if (!pipeline.ok()) return pipeline.status();
   std::optional<TempFile> report;
   std::vector<std::string> files = {input};
   if (!output.empty()) files = FilesASaveMayWrite(output, {input});
-  if (absl::Status s = StageReport(files, report); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(StageReport(files, report));
   StepTimer timer;
   absl::StatusOr<LoadedModel> loaded = LoadModel(input);
   if (!loaded.ok()) return loaded.status();
@@ -371,11 +377,11 @@ absl::Status Compile(const std::string& input) {
   NoteInputs(input, *loaded);
   CompileSummary summary;
   absl::StatusOr<std::shared_ptr<PrecisionPlan>> plan =
-      CompileModel(input, loaded->model, *pipeline, summary);
+      CompileModel(input, loaded->model, options, *pipeline, summary);
   if (!plan.ok()) return plan.status();
-  // After CompileModel, which reads --policy and --train-config: every input is known.
+  // After loading (the options read --policy and --train-config): every input is known.
   for (const auto& [flag, path] : {std::pair{"-o", output}, {"--report", ReportPath()}}) {
-    if (absl::Status s = CheckNotInput(path, flag); !s.ok()) return s;
+    AMPC_RETURN_IF_ERROR(CheckNotInput(path, flag));
   }
   summary.output = output;
   if (!output.empty()) {
@@ -384,7 +390,7 @@ absl::Status Compile(const std::string& input) {
     options.input_used_external_data = loaded->used_external_data;
     options.keep = loaded->data_files;
     timer = StepTimer();
-    if (absl::Status s = SaveModel(loaded->model, output, options); !s.ok()) return s;
+    AMPC_RETURN_IF_ERROR(SaveModel(loaded->model, output, options));
     timer.Report("save");
   }
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -412,8 +418,8 @@ const std::vector<std::string>& FlagsOf(const std::string& command) {
         "train",      "loss",     "loss_op",     "optimizer",  "weight_decay",
         "momentum",   "nesterov", "freeze",      "loss_scale", "clip_grad_norm",
         "accumulate", "lr",       "train_config"};
-    const std::vector<std::string> pipeline = {"passes", "print_after", "time_passes", "report",
-                                               "target_opset"};
+    const std::vector<std::string> pipeline = {"passes",      "print_after", "print_pipeline",
+                                               "time_passes", "report",      "target_opset"};
     std::vector<std::string> explain = autocast;
     explain.insert(explain.end(), training.begin(), training.end());
     explain.insert(explain.end(), pipeline.begin(), pipeline.end());
@@ -452,8 +458,24 @@ absl::Status CheckFlagsApply(const CommandLine& line) {
   return absl::OkStatus();
 }
 
+// --print-pipeline: the order a compilation with these flags runs, and why; reads no model.
+absl::Status PrintPipeline(const std::vector<std::string>& args) {
+  const bool fits = args.size() == 2 ? args[0] == "explain" : args.empty() || !IsCommand(args[0]);
+  if (!fits) return UsageError("usage: ampc [explain] [MODEL] --print-pipeline [flags]");
+  if (absl::StatusOr<std::vector<std::unique_ptr<Pass>>> pipeline = BuildPipeline({});
+      !pipeline.ok()) {
+    return pipeline.status();
+  }
+  std::cout << PipelineText(PipelineFromFlags());
+  return absl::OkStatus();
+}
+
 absl::Status Dispatch(const CommandLine& line) {
   const std::vector<std::string>& args = line.positionals;
+  if (absl::GetFlag(FLAGS_print_pipeline)) {
+    AMPC_RETURN_IF_ERROR(CheckFlagsApply(line));
+    return PrintPipeline(args);
+  }
   if (args.empty()) return UsageError("no input model (see ampc --help)");
   // A word that names no file is a mistyped command rather than a missing model.
   if (!IsCommand(args[0]) && args[0].find_first_of("./") == std::string::npos && !Exists(args[0])) {
@@ -462,7 +484,7 @@ absl::Status Dispatch(const CommandLine& line) {
                      "' is neither a command (explain, print, run, train, extract-step) nor a "
                      "model file"));
   }
-  if (absl::Status s = CheckFlagsApply(line); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(CheckFlagsApply(line));
   if (args[0] == "print") return Print(args);
   if (args[0] == "explain") return Explain(args);
   if (args[0] == "train") return TrainCommand(args);

@@ -13,7 +13,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/tensor_walker.h"
-#include "passes/tensor_data.h"
+#include "passes/graph/status_macros.h"
+#include "passes/graph/tensor_data.h"
 
 namespace ampc {
 namespace {
@@ -245,7 +246,7 @@ absl::StatusOr<std::vector<std::string>> ReadExternalData(const std::string& mod
     return reader.Plan(tensor, site);
   });
   if (!planned.ok()) return planned;
-  if (absl::Status s = reader.CheckOverlaps(); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(reader.CheckOverlaps());
   absl::Status read = VisitTensors(model, [&](TensorProto& tensor, const TensorSite& site) {
     return reader.Read(tensor, site);
   });
@@ -277,13 +278,13 @@ absl::Status ExternalDataWriter::ExternalizeTensor(TensorProto& tensor) {
     return absl::OkStatus();
   }
   if (!file_.created()) {
-    if (absl::Status s = file_.Create(); !s.ok()) return s;
+    AMPC_RETURN_IF_ERROR(file_.Create());
   }
   uint64_t offset = (end_ + kDataAlignment - 1) / kDataAlignment * kDataAlignment;
   const std::string padding(offset - end_, '\0');
-  if (absl::Status s = file_.Write(padding.data(), padding.size()); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(file_.Write(padding.data(), padding.size()));
   const std::string& raw = tensor.raw_data();
-  if (absl::Status s = file_.Write(raw.data(), raw.size()); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(file_.Write(raw.data(), raw.size()));
   end_ = offset + raw.size();
   AddEntry(tensor, "location", location_);
   AddEntry(tensor, "offset", absl::StrCat(offset));

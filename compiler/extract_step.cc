@@ -11,13 +11,13 @@
 #include "compiler/file_io.h"
 #include "compiler/model_io.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "passes/ampc_ops.h"
+#include "passes/graph/status_macros.h"
+#include "passes/opset/training_ops.h"
 #include "passes/verify.h"
 #include "passes/verify_input.h"
-#include "runtime/cpu_backend.h"
+#include "runtime/core/cpu_backend.h"
+#include "runtime/core/tensor_proto.h"
 #include "runtime/session.h"
-#include "runtime/status_macros.h"
-#include "runtime/tensor_proto.h"
 
 ABSL_FLAG(bool, with_state, false,
           "ampc extract-step: give every state input its current value as an initializer.");
@@ -154,7 +154,7 @@ absl::StatusOr<onnx::ModelProto> ExtractTrainingStep(const onnx::ModelProto& mod
   RegisterAmpcSchemas();
   onnx::ModelProto checked = step;
   ModelContext context(checked, "the extracted step");
-  if (absl::StatusOr<bool> verified = Verify().Run(context); !verified.ok()) {
+  if (absl::StatusOr<PassResult> verified = Verify().Run(context); !verified.ok()) {
     return verified.status();
   }
   return step;

@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "compiler/exit_codes.h"
+#include "passes/graph/status_macros.h"
 
 namespace ampc {
 namespace {
@@ -123,8 +124,8 @@ absl::Status CheckReplaceable(const std::string& path) {
 }
 
 absl::Status CheckWritable(const std::string& path) {
-  if (absl::Status s = CheckNotInput(path); !s.ok()) return s;
-  if (absl::Status s = CheckReplaceable(path); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(CheckNotInput(path));
+  AMPC_RETURN_IF_ERROR(CheckReplaceable(path));
   const fs::path dir = fs::path(path).parent_path();
   std::error_code error;
   if (!dir.empty() && !fs::is_directory(dir, error)) {
@@ -136,7 +137,7 @@ absl::Status CheckWritable(const std::string& path) {
 }
 
 absl::Status TempFile::Create() {
-  if (absl::Status s = CheckWritable(final_); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(CheckWritable(final_));
   std::string name = absl::StrCat(final_, ".tmp.", ::getpid(), ".XXXXXX");
   Fd fd(::mkstemp(name.data()));
   if (fd.get() < 0) return Error("cannot create", errno);
@@ -163,7 +164,7 @@ absl::Status TempFile::Close() {
 
 absl::Status TempFile::Commit() {
   // Inputs read after Create (a report is staged before the model is loaded) are checked here.
-  if (absl::Status s = CheckNotInput(final_); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(CheckNotInput(final_));
   if (::rename(name_.c_str(), final_.c_str()) != 0) return Error("cannot replace", errno);
   name_.clear();
   FaultPoint("after-rename");

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "runtime/input_file.h"
+#include "runtime/core/input_file.h"
 
 namespace ampc {
 

@@ -4,7 +4,7 @@
 #include <map>
 
 #include "absl/strings/str_split.h"
-#include "passes/bf16_ops.h"
+#include "passes/opset/standard_op_versions.h"
 
 namespace ampc {
 namespace {

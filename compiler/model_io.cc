@@ -23,6 +23,7 @@
 #include "compiler/exit_codes.h"
 #include "compiler/external_data.h"
 #include "compiler/file_io.h"
+#include "passes/graph/status_macros.h"
 
 namespace ampc {
 namespace {
@@ -212,7 +213,7 @@ absl::Status WriteProto(const onnx::ModelProto& model, const std::string& path, 
         absl::StrCat(path, ": model is ", size,
                      " bytes inline; protobuf cannot write 2 GiB or more (use external data)"));
   }
-  if (absl::Status s = file.Create(); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(file.Create());
   FileOutputStream output(file.fd());
   bool written = false;
   {
@@ -306,11 +307,11 @@ absl::Status SaveWithExternalData(onnx::ModelProto model, const std::string& pat
   }
   const std::string data_name = *chosen;
   ExternalDataWriter data(path, data_name, options.external_min_bytes);
-  if (absl::Status s = data.Externalize(model); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(data.Externalize(model));
   TempFile model_file(path);
-  if (absl::Status s = WriteProto(model, path, model_file); !s.ok()) return s;
-  if (absl::Status s = data.Commit(); !s.ok()) return s;
-  if (absl::Status s = model_file.Commit(); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(WriteProto(model, path, model_file));
+  AMPC_RETURN_IF_ERROR(data.Commit());
+  AMPC_RETURN_IF_ERROR(model_file.Commit());
   SyncDirectory(path);
   FaultPoint("before-cleanup");
   RemoveUnusedDataFiles(target, data_name, options);
@@ -356,7 +357,7 @@ std::vector<std::string> FilesASaveMayWrite(const std::string& path,
 }
 
 absl::Status CheckSaveDestination(const std::string& path) {
-  if (absl::Status s = CheckWritable(path); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(CheckWritable(path));
   const std::array<std::string, 3> names = DataNames(fs::path(path));
   for (const std::string& data : {names[0], names[1]}) {  // the third only when these are read
     if (absl::Status s = CheckReplaceable((fs::path(path).parent_path() / data).string());

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/json_file.h"
+#include "passes/graph/status_macros.h"
 
 namespace ampc {
 namespace {
@@ -103,7 +104,7 @@ absl::StatusOr<std::vector<std::pair<std::string, Category>>> ReadEntries(const 
 absl::Status ApplyPolicyFile(const std::string& path, AutocastPolicy& policy) {
   absl::StatusOr<Json> doc = ReadJsonFile(path, "--policy");
   if (!doc.ok()) return doc.status();
-  if (absl::Status s = CheckTopLevel(path, *doc); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(CheckTopLevel(path, *doc));
   auto entries = ReadEntries(path, (*doc)["ops"]);
   if (!entries.ok()) return entries.status();
   // Applied only once the whole file is valid: a bad file changes nothing.

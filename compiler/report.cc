@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "compiler/report_totals.h"
-#include "passes/tensor_data.h"
+#include "passes/graph/tensor_data.h"
 
 namespace ampc {
 namespace {
@@ -80,6 +80,21 @@ Json VersionsJson(const ModelVersions& versions) {
   Json opsets = Json::object();
   for (const auto& [domain, version] : versions.opsets) opsets[domain] = version;
   return Json{{"ir_version", versions.ir}, {"opsets", opsets}};
+}
+
+Json OrNull(const std::string& text) { return text.empty() ? Json(nullptr) : Json(text); }
+
+// Each diagnostic with its fields: node and value are null where it names none.
+Json DiagnosticsJson(const std::vector<Diagnostic>& diagnostics) {
+  Json list = Json::array();
+  for (const Diagnostic& d : diagnostics) {
+    list.push_back({{"severity", "warning"},
+                    {"pass", d.pass},
+                    {"node", OrNull(d.node)},
+                    {"value", OrNull(d.value)},
+                    {"message", d.message}});
+  }
+  return list;
 }
 
 Json SummaryJson(const CompileSummary& summary, const ReportTotals& totals) {
@@ -192,7 +207,8 @@ std::string ReportJson(const CompileSummary& summary) {
               {"clamp", plan == nullptr ? Json(nullptr) : Json(plan->clamp)},
               {"nodes", NodesJson(totals)},
               {"summary", SummaryJson(summary, totals)},
-              {"warnings", totals.warnings}};
+              {"warnings", totals.warnings},
+              {"diagnostics", DiagnosticsJson(summary.diagnostics)}};
   // Names are bytes in ONNX; invalid UTF-8 is replaced rather than failing the report.
   return report.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }

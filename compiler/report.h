@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "passes/pass.h"
 #include "passes/precision_plan.h"
 
 namespace ampc {
@@ -30,9 +31,8 @@ struct CompileSummary {
   // The compiled model the plan's nodes belong to: shapes for the FLOPs estimate ("n/a" if null).
   const onnx::ModelProto* model = nullptr;
   std::string no_autocast_because;  // why plan is null: "--dtype=fp32" or "--passes"
-  // What passes warned about (sorting, NaN weights, ...), without the file name; the plan's
-  // warnings are its own.
-  std::vector<std::string> pass_warnings;
+  // What the passes reported (sorting, NaN weights, ops not in the policy, ...), in order.
+  std::vector<Diagnostic> diagnostics;
   ModelVersions versions_before, versions_after;  // what the compile raised or added, if anything
 };
 

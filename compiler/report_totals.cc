@@ -79,7 +79,6 @@ void CountCastsAdded(const CompileSummary& summary, ReportTotals& totals) {
 }
 
 void CollectWarnings(const PrecisionPlan& plan, ReportTotals& totals) {
-  totals.warnings.insert(totals.warnings.end(), plan.warnings.begin(), plan.warnings.end());
   if (plan.values_clamped > 0) {
     totals.warnings.push_back(
         absl::StrCat(plan.values_clamped, " constant values clamped to +-65504 (--clamp)"));
@@ -95,7 +94,9 @@ void CollectWarnings(const PrecisionPlan& plan, ReportTotals& totals) {
 
 ReportTotals ComputeTotals(const CompileSummary& summary) {
   ReportTotals totals;
-  totals.warnings = summary.pass_warnings;
+  for (const Diagnostic& diagnostic : summary.diagnostics) {
+    totals.warnings.push_back(diagnostic.message);
+  }
   if (summary.plan != nullptr) {
     CollectRows(summary, totals);
     CountByDtype(*summary.plan, totals);

@@ -34,7 +34,7 @@ struct ReportTotals {
   int64_t casts_removed = 0;
   int64_t casts_at_graph_outputs = 0;  // added casts no node asked for (outputs cast back)
   std::optional<FlopsEstimate> flops;  // nullopt without a plan or without the model
-  std::vector<std::string> warnings;  // the passes', the plan's, clamped and flushed-to-zero counts
+  std::vector<std::string> warnings;  // the passes' diagnostics, clamped and flushed-to-zero counts
 };
 
 ReportTotals ComputeTotals(const CompileSummary& summary);

@@ -24,14 +24,14 @@
 #include "compiler/model_io.h"
 #include "compiler/run_limits.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "passes/graph/status_macros.h"
 #include "passes/verify_input.h"
 #include "passes/verify_tensors.h"
+#include "runtime/core/tensor_proto.h"
 #include "runtime/device.h"
 #include "runtime/nonfinite.h"
 #include "runtime/npy.h"
 #include "runtime/session.h"
-#include "runtime/status_macros.h"
-#include "runtime/tensor_proto.h"
 
 ABSL_FLAG(std::vector<std::string>, input, {},
           "ampc run: NAME=FILE, a graph input from a .pb (TensorProto) or .npy file; repeat it "
@@ -171,8 +171,8 @@ absl::Status WriteOutputs(const Session& session, const std::vector<Tensor>& out
   auto stage = [&](const std::string& path, const std::string& bytes) {
     files.push_back(std::make_unique<TempFile>(path));
     TempFile& file = *files.back();
-    if (absl::Status s = file.Create(); !s.ok()) return s;
-    if (absl::Status s = file.Write(bytes.data(), bytes.size()); !s.ok()) return s;
+    AMPC_RETURN_IF_ERROR(file.Create());
+    AMPC_RETURN_IF_ERROR(file.Write(bytes.data(), bytes.size()));
     return file.Close();
   };
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -315,7 +315,9 @@ absl::Status RunModelCommand(const std::vector<std::string>& args,
   if (absl::Status s = VerifyTensors(loaded.model, warnings); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
   }
-  for (const std::string& warning : warnings) PrintDiagnostic(absl::StrCat(path, ": ", warning));
+  for (const std::string& warning : warnings) {
+    PrintDiagnostic(absl::StrCat(path, ": warning: ", warning));
+  }
   absl::StatusOr<std::unique_ptr<Session>> session = CreateSession<Session>(
       std::move(loaded.model), DefaultRegistry(), device, absl::GetFlag(FLAGS_threads),
       backend_owner, [&](absl::string_view why) {

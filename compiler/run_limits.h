@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "runtime/backend.h"
+#include "runtime/core/backend.h"
 
 namespace ampc {
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "compiler/text_tokens.h"
-#include "kernels/cpu/half.h"
-#include "passes/tensor_data.h"
+#include "kernels/numerics/half.h"
+#include "passes/graph/tensor_data.h"
 
 namespace ampc {
 namespace {

@@ -1,6 +1,7 @@
 #include "compiler/tensor_walker.h"
 
 #include "absl/strings/str_cat.h"
+#include "passes/graph/status_macros.h"
 
 namespace ampc {
 namespace {
@@ -14,17 +15,17 @@ class TensorWalker {
 
   absl::Status Model(onnx::ModelProto& model) {
     if (model.has_graph()) {
-      if (absl::Status s = Graph(*model.mutable_graph()); !s.ok()) return s;
+      AMPC_RETURN_IF_ERROR(Graph(*model.mutable_graph()));
     }
     for (onnx::FunctionProto& function : *model.mutable_functions()) {
-      if (absl::Status s = Nodes(*function.mutable_node()); !s.ok()) return s;
+      AMPC_RETURN_IF_ERROR(Nodes(*function.mutable_node()));
     }
     for (onnx::TrainingInfoProto& info : *model.mutable_training_info()) {
       if (info.has_initialization()) {
-        if (absl::Status s = Graph(*info.mutable_initialization()); !s.ok()) return s;
+        AMPC_RETURN_IF_ERROR(Graph(*info.mutable_initialization()));
       }
       if (info.has_algorithm()) {
-        if (absl::Status s = Graph(*info.mutable_algorithm()); !s.ok()) return s;
+        AMPC_RETURN_IF_ERROR(Graph(*info.mutable_algorithm()));
       }
     }
     return absl::OkStatus();
@@ -33,10 +34,10 @@ class TensorWalker {
  private:
   absl::Status Graph(onnx::GraphProto& graph) {
     for (TensorProto& tensor : *graph.mutable_initializer()) {
-      if (absl::Status s = fn_(tensor, {}); !s.ok()) return s;
+      AMPC_RETURN_IF_ERROR(fn_(tensor, {}));
     }
     for (onnx::SparseTensorProto& sparse : *graph.mutable_sparse_initializer()) {
-      if (absl::Status s = Sparse(sparse, {}); !s.ok()) return s;
+      AMPC_RETURN_IF_ERROR(Sparse(sparse, {}));
     }
     return Nodes(*graph.mutable_node());
   }
@@ -44,7 +45,7 @@ class TensorWalker {
   absl::Status Nodes(google::protobuf::RepeatedPtrField<onnx::NodeProto>& nodes) {
     for (onnx::NodeProto& node : nodes) {
       for (onnx::AttributeProto& attr : *node.mutable_attribute()) {
-        if (absl::Status s = Attribute(attr, {&node, &attr.name()}); !s.ok()) return s;
+        AMPC_RETURN_IF_ERROR(Attribute(attr, {&node, &attr.name()}));
       }
     }
     return absl::OkStatus();
@@ -52,29 +53,29 @@ class TensorWalker {
 
   absl::Status Attribute(onnx::AttributeProto& attr, const TensorSite& site) {
     if (attr.has_t()) {
-      if (absl::Status s = fn_(*attr.mutable_t(), site); !s.ok()) return s;
+      AMPC_RETURN_IF_ERROR(fn_(*attr.mutable_t(), site));
     }
     for (TensorProto& tensor : *attr.mutable_tensors()) {
-      if (absl::Status s = fn_(tensor, site); !s.ok()) return s;
+      AMPC_RETURN_IF_ERROR(fn_(tensor, site));
     }
     if (attr.has_sparse_tensor()) {
-      if (absl::Status s = Sparse(*attr.mutable_sparse_tensor(), site); !s.ok()) return s;
+      AMPC_RETURN_IF_ERROR(Sparse(*attr.mutable_sparse_tensor(), site));
     }
     for (onnx::SparseTensorProto& sparse : *attr.mutable_sparse_tensors()) {
-      if (absl::Status s = Sparse(sparse, site); !s.ok()) return s;
+      AMPC_RETURN_IF_ERROR(Sparse(sparse, site));
     }
     if (attr.has_g()) {
-      if (absl::Status s = Graph(*attr.mutable_g()); !s.ok()) return s;
+      AMPC_RETURN_IF_ERROR(Graph(*attr.mutable_g()));
     }
     for (onnx::GraphProto& graph : *attr.mutable_graphs()) {
-      if (absl::Status s = Graph(graph); !s.ok()) return s;
+      AMPC_RETURN_IF_ERROR(Graph(graph));
     }
     return absl::OkStatus();
   }
 
   absl::Status Sparse(onnx::SparseTensorProto& sparse, const TensorSite& site) {
     if (sparse.has_values()) {
-      if (absl::Status s = fn_(*sparse.mutable_values(), site); !s.ok()) return s;
+      AMPC_RETURN_IF_ERROR(fn_(*sparse.mutable_values(), site));
     }
     if (!sparse.has_indices()) return absl::OkStatus();
     return fn_(*sparse.mutable_indices(), site);

@@ -15,7 +15,8 @@
 #include "compiler/cli_args.h"
 #include "compiler/exit_codes.h"
 #include "compiler/train_config.h"
-#include "passes/loss_op.h"
+#include "passes/graph/status_macros.h"
+#include "passes/training/loss_op.h"
 
 ABSL_FLAG(bool, train, false, "Compile a training model: training_info with the training step.");
 ABSL_FLAG(std::string, loss, "", "--train: the scalar loss value of the forward graph.");
@@ -154,8 +155,8 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
         "--train needs --loss=NAME (the scalar loss value) or --loss-op=cross_entropy:LOGITS|"
         "mse:OUTPUT");
   }
-  if (absl::Status s = ParseOptimizer(absl::GetFlag(FLAGS_optimizer), options); !s.ok()) return s;
-  if (absl::Status s = ParseLossScale(absl::GetFlag(FLAGS_loss_scale), options); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(ParseOptimizer(absl::GetFlag(FLAGS_optimizer), options));
+  AMPC_RETURN_IF_ERROR(ParseLossScale(absl::GetFlag(FLAGS_loss_scale), options));
   options.freeze = absl::GetFlag(FLAGS_freeze);
   if (!options.freeze.empty()) {
     RE2 regex(options.freeze, RE2::Quiet);
@@ -167,39 +168,20 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
   options.momentum = static_cast<float>(absl::GetFlag(FLAGS_momentum));
   options.nesterov = absl::GetFlag(FLAGS_nesterov);
   options.clip_grad_norm = static_cast<float>(absl::GetFlag(FLAGS_clip_grad_norm));
-  if (absl::Status s = CheckHyperParameters(options); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(CheckHyperParameters(options));
   options.accumulate = absl::GetFlag(FLAGS_accumulate);
   if (options.accumulate < 1 || options.accumulate > (int64_t{1} << 24)) {
     return UsageError(absl::StrCat("--accumulate=", options.accumulate,
                                    ": expected a count of micro-batches from 1 to 16777216"));
   }
   if (!TrainConfigPath().empty()) {
-    if (absl::Status s = ApplyTrainConfig(TrainConfigPath(), options); !s.ok()) return s;
+    AMPC_RETURN_IF_ERROR(ApplyTrainConfig(TrainConfigPath(), options));
   }
-  if (absl::Status s = CheckMomentumFlagsApply(options); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(CheckMomentumFlagsApply(options));
   return options;
 }
 
-std::vector<std::string> WithTrainingStep(std::vector<std::string> passes) {
-  if (!absl::GetFlag(FLAGS_train)) return passes;
-  if (std::find(passes.begin(), passes.end(), "training-step") != passes.end()) return passes;
-  if (std::find(passes.begin(), passes.end(), "infer-types") == passes.end()) {
-    auto verify = std::find(passes.begin(), passes.end(), "verify-input");
-    passes.insert(verify == passes.end() ? passes.begin() : verify + 1, "infer-types");
-  }
-  // Gradient functions need a newer opset than some models import: converted before typing.
-  if (std::find(passes.begin(), passes.end(), "upgrade-opset") == passes.end()) {
-    passes.insert(std::find(passes.begin(), passes.end(), "infer-types"), "upgrade-opset");
-  }
-  // The step copies the mixed-precision forward, so it comes after the cast passes.
-  passes.insert(std::find(passes.begin(), passes.end(), "verify"), "training-step");
-  if (!absl::GetFlag(FLAGS_loss_op).empty() &&
-      std::find(passes.begin(), passes.end(), "loss-op") == passes.end()) {
-    // The loss it adds must be typed before autocast reads it: infer types again after it.
-    auto at = std::find(passes.begin(), passes.end(), "infer-types") + 1;
-    passes.insert(passes.insert(at, "loss-op") + 1, "infer-types");
-  }
-  return passes;
-}
+bool TrainFlagGiven() { return absl::GetFlag(FLAGS_train); }
+bool LossOpFlagGiven() { return !absl::GetFlag(FLAGS_loss_op).empty(); }
 
 }  // namespace ampc

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "passes/training_options.h"
+#include "passes/training/training_options.h"
 
 namespace ampc {
 
@@ -14,11 +14,8 @@ namespace ampc {
 // training flags are then an error, so that a forgotten --train does not go unnoticed.
 absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags();
 
-// With --train, `passes` with training-step before verify (or last), after the cast passes: the
-// step's forward is the mixed-precision graph. infer-types is added after verify-input when
-// missing (the step needs the forward's types); with --loss-op, loss-op and a second infer-types
-// follow the first infer-types (a list that names loss-op keeps its order). A list that names
-// training-step is kept as it is, as are `passes` without --train.
-std::vector<std::string> WithTrainingStep(std::vector<std::string> passes);
+// --train and --loss-op, for the pipeline (compiler/pipeline.h), which places the passes they need.
+bool TrainFlagGiven();
+bool LossOpFlagGiven();
 
 }  // namespace ampc

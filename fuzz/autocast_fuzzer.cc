@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <optional>
 
+#include "compiler/pipeline.h"
 #include "fuzz/fuzz_model.h"
 #include "passes/autocast_policy.h"
 #include "passes/precision_plan.h"
-#include "passes/registry.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::optional<onnx::ModelProto> model = ampc::LoadFuzzModel(data, size);

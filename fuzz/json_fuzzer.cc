@@ -6,7 +6,7 @@
 #include "compiler/train_config.h"
 #include "fuzz/fuzz_model.h"
 #include "passes/autocast_policy.h"
-#include "passes/training_options.h"
+#include "passes/training/training_options.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1 || size > ampc::kMaxFuzzInputBytes) return 0;

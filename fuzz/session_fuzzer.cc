@@ -12,7 +12,7 @@
 #include "fuzz/fuzz_model.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "passes/verify_tensors.h"
-#include "runtime/cpu_backend.h"
+#include "runtime/core/cpu_backend.h"
 #include "runtime/session.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "fuzz/fuzz_model.h"
+#include "runtime/core/tensor_proto.h"
 #include "runtime/npy.h"
-#include "runtime/tensor_proto.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1 || size > ampc::kMaxFuzzInputBytes) return 0;

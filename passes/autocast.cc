@@ -9,11 +9,11 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "passes/ampc_ops.h"
-#include "passes/bf16_ops.h"
 #include "passes/float_support.h"
-#include "passes/graph_index.h"
-#include "passes/tensor_data.h"
+#include "passes/graph/graph_index.h"
+#include "passes/graph/tensor_data.h"
+#include "passes/opset/standard_op_versions.h"
+#include "passes/opset/training_ops.h"
 
 namespace ampc {
 namespace {
@@ -123,9 +123,10 @@ struct NodeTypes {
 
 class Planner {
  public:
-  Planner(ModelContext& context, PrecisionPlan& plan)
+  Planner(ModelContext& context, const AutocastOptions& options, bool training, PrecisionPlan& plan)
       : plan_(plan),
-        options_(context.autocast),
+        context_(context),
+        options_(options),
         opsets_(OpsetsOf(context.model)),
         cast_opset_(CastOpset(opsets_)),
         cast_supports_low_(CastSupports(opsets_, options_.low_dtype)) {
@@ -135,7 +136,7 @@ class Planner {
     if (!options_.lower_node_regex.empty()) {
       lower_ = std::make_unique<RE2>(options_.lower_node_regex);
     }
-    training_ = context.training.enabled;
+    training_ = training;
     range_rules_ = options_.low_dtype == TensorProto::FLOAT16 && !options_.clamp;
     if (opsets_.contains(kAmpcDomain)) SeedVersions(context.model.graph());
     conv_bias_ = options_.ampc_versions && options_.low_dtype == TensorProto::BFLOAT16 &&
@@ -173,6 +174,7 @@ class Planner {
   bool AnyConvHasBias(const onnx::GraphProto& graph) const;
 
   PrecisionPlan& plan_;
+  ModelContext& context_;
   const AutocastOptions& options_;
   OpsetVersions opsets_;
   int cast_opset_;
@@ -250,7 +252,6 @@ bool Planner::PlanGraph(const GraphIndex& index, const Scope* outer, bool top_le
 bool Planner::PlanNode(const onnx::NodeProto& node, const std::string& name,
                        const FloatSupport& support, const NodeTypes& original, Scope& scope,
                        NodePlan& plan, float& input_max) {
-  plan.first_output = node.output_size() > 0 ? node.output(0) : "";
   plan.op_type = node.op_type();
   plan.input_dtypes.assign(node.input_size(), 0);
   bool loss = IsLossOp(node);
@@ -329,8 +330,9 @@ int Planner::DecideByRules(const onnx::NodeProto& node, const std::string& name,
       return TensorProto::FLOAT;
     case Category::kKeep:
       if (!options_.policy.Has(node.domain(), node.op_type())) {
-        plan_.warnings.push_back(absl::StrCat("node '", name, "' (", node.op_type(),
-                                              "): op not in the policy; its dtypes are kept"));
+        context_.Warn(absl::StrCat("node '", name, "' (", node.op_type(),
+                                   "): op not in the policy; its dtypes are kept"),
+                      name);
       }
       return 0;
     case Category::kFollow:
@@ -515,10 +517,12 @@ void Planner::ResolveDeferred(const GraphIndex& index, std::vector<Deferred>& de
     // Computed in FP16 from constants FP16 cannot hold, it would give inf (the consumers' range
     // checks keep them FP32 then; --clamp clamps the constants instead).
     if (any && all_low && it->input_max > kFp16Max) {
-      plan_.warnings.push_back(absl::StrFormat(
-          "node '%s' (%s) computes from constants holding |x| = %g > 65504 and stays FP32, but "
-          "its readers compute in FP16: they read inf (--clamp clamps the constants)",
-          plan.name, node.op_type(), it->input_max));
+      context_.Warn(
+          absl::StrFormat(
+              "node '%s' (%s) computes from constants holding |x| = %g > 65504 and stays FP32, but "
+              "its readers compute in FP16: they read inf (--clamp clamps the constants)",
+              plan.name, node.op_type(), it->input_max),
+          plan.name);
     }
     if (any && all_low && it->input_max <= kFp16Max &&
         it->support->MainAdmits(options_.low_dtype)) {
@@ -579,27 +583,26 @@ std::string DtypeName(int elem_type) {
   return TensorProto::DataType_Name(static_cast<TensorProto::DataType>(elem_type));
 }
 
-absl::StatusOr<bool> Autocast::Run(ModelContext& context) {
+absl::StatusOr<PassResult> Autocast::Run(ModelContext& context) {
   const bool normalized = StateFloatConstantsAsTensors(*context.model.mutable_graph());
-  auto index = GraphIndex::Build(context.model.graph());
+  absl::StatusOr<std::shared_ptr<const GraphIndex>> index = context.Index();
   if (!index.ok()) return index.status();
   auto plan = std::make_shared<PrecisionPlan>();
-  plan->low_dtype = context.autocast.low_dtype;
-  plan->low_io = context.autocast.low_io;
-  plan->clamp = context.autocast.clamp;
+  plan->low_dtype = options_.low_dtype;
+  plan->low_io = options_.low_io;
+  plan->clamp = options_.clamp;
   const OpsetVersions opsets = OpsetsOf(context.model);
   if (!CastSupports(opsets, plan->low_dtype)) {
     // Without a Cast to the low dtype nothing can change: every node plans FP32.
     plan->low_io = false;
-    plan->warnings.push_back(absl::StrCat(
+    context.Warn(absl::StrCat(
         "Cast at opset ", CastOpset(opsets), " has no ", DtypeName(plan->low_dtype),
         " (bfloat16 needs opset 13): the model stays FP32; re-export it with opset 13 or newer"));
-    context.autocast.low_io = false;
   }
-  Planner(context, *plan).PlanGraph(**index, nullptr, true);
+  Planner(context, options_, training_, *plan).PlanGraph(**index, nullptr, true);
   context.plan = std::move(plan);
-  context.index = *std::move(index);
-  return normalized;
+  // Stating float constants as tensors changes no node or value: the index stays valid.
+  return PassResult(normalized, false);
 }
 
 }  // namespace ampc

@@ -9,8 +9,15 @@ namespace ampc {
 
 class Autocast : public Pass {
  public:
+  // `training`: --train (every float initializer is a weight the step updates).
+  Autocast(AutocastOptions options, bool training)
+      : options_(std::move(options)), training_(training) {}
   absl::string_view Name() const override { return "autocast"; }
-  absl::StatusOr<bool> Run(ModelContext& context) override;
+  absl::StatusOr<PassResult> Run(ModelContext& context) override;
+
+ private:
+  const AutocastOptions options_;
+  const bool training_;
 };
 
 }  // namespace ampc

@@ -13,14 +13,14 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "passes/convert_constant.h"
 #include "passes/float_support.h"
-#include "passes/graph_index.h"
-#include "passes/name_allocator.h"
+#include "passes/graph/convert_constant.h"
+#include "passes/graph/graph_index.h"
+#include "passes/graph/name_allocator.h"
+#include "passes/graph/remove_if.h"
+#include "passes/graph/tensor_data.h"
 #include "passes/precision_plan.h"
-#include "passes/remove_if.h"
-#include "passes/tensor_data.h"
-#include "passes/training_state.h"
+#include "passes/training/training_state.h"
 
 namespace ampc {
 namespace {
@@ -112,9 +112,9 @@ struct Shared {
   OpsetVersions opsets;
   bool initializers_allowed;  // IR >= 4: an initializer need not be an input
   bool may_move = false;      // an exact op reads a Cast to FP32
-  // Output 0 of the nodes the user or the policy pinned to FP32 (--block-node, --block-op, an
-  // FP32 category): cast motion never lowers them, even where that would be exact.
-  absl::flat_hash_set<std::string> pinned_fp32;
+  // The nodes the user or the policy pinned to FP32 (--block-node, --block-op, an FP32
+  // category): cast motion never lowers them, even where that would be exact.
+  absl::flat_hash_set<const NodeProto*> pinned_fp32;
   absl::flat_hash_set<std::string> created;  // initializers this run made
   // Names a training step updates or reads: the inference graph reads them through Casts.
   absl::flat_hash_set<std::string> master_weights;
@@ -122,7 +122,7 @@ struct Shared {
   // For the plan (report, explain): planned nodes this run removed, values it retyped.
   const PrecisionPlan* plan = nullptr;
   absl::flat_hash_set<const NodeProto*> removed;
-  absl::flat_hash_map<std::string, int> retyped;
+  absl::flat_hash_map<const NodeProto*, int> retyped;  // output 0's new elem type
 };
 
 // One graph's rewrite, decided while the index points into the graph and applied after.
@@ -437,6 +437,7 @@ GraphEdits CastMotion::Run() {
     }
     lowered[i] = true;
     edits_.retyped.emplace_back(node.output(0), low_readers_[i]);
+    shared_.retyped[&node] = low_readers_[i];
   }
   return std::move(edits_);
 }
@@ -459,7 +460,7 @@ int CastMotion::CommonLowReader(int position) const {
 
 // Whether the node's schema lets input 0 and output 0, and nothing else, become `dtype`.
 bool CastMotion::Admits(const NodeProto& node, int dtype) const {
-  if (node.output_size() > 0 && shared_.pinned_fp32.contains(node.output(0))) return false;
+  if (shared_.pinned_fp32.contains(&node)) return false;
   const FloatSupport support(node, shared_.opsets, {TensorProto::FLOAT});
   if (!support.MainAdmits(dtype) || !support.InputFollowsMain(0) || !support.OutputFollowsMain(0)) {
     return false;
@@ -515,7 +516,6 @@ absl::StatusOr<bool> RunPhase(onnx::ModelProto& model, Shared& shared,
         shared.removed.insert(node);
       }
     }
-    for (const auto& [value, dtype] : graph_edits.retyped) shared.retyped[value] = dtype;
     Apply(graph_edits);
   }
   return changes;
@@ -528,17 +528,15 @@ void UpdatePlan(PrecisionPlan& plan, const Shared& shared) {
     NodePlan& p = plan.nodes[node];
     p.rule = absl::StrCat(p.rule, "; then removed by fold-casts (an exact round trip)");
   }
-  if (shared.retyped.empty()) return;
-  for (auto& [node, p] : plan.nodes) {
-    auto it = shared.retyped.find(p.first_output);
-    if (it == shared.retyped.end() || p.output_dtypes.empty() || p.output_dtypes[0] == it->second ||
-        shared.removed.contains(node)) {
-      continue;
-    }
-    p.rule = absl::StrCat(p.rule, "; then moved to ", DtypeName(it->second),
+  for (const auto& [node, dtype] : shared.retyped) {
+    auto it = plan.nodes.find(node);
+    if (it == plan.nodes.end() || shared.removed.contains(node)) continue;
+    NodePlan& p = it->second;
+    if (p.output_dtypes.empty() || p.output_dtypes[0] == dtype) continue;
+    p.rule = absl::StrCat(p.rule, "; then moved to ", DtypeName(dtype),
                           " by cast motion (exact for this op)");
-    p.dtype = it->second;
-    p.output_dtypes[0] = it->second;
+    p.dtype = dtype;
+    p.output_dtypes[0] = dtype;
   }
 }
 
@@ -557,13 +555,13 @@ absl::StatusOr<bool> RunPhases(onnx::ModelProto& model, Shared& shared) {
 
 }  // namespace
 
-absl::StatusOr<bool> FoldCasts::Run(ModelContext& context) {
-  Shared shared(context.model, context.training.enabled);
+absl::StatusOr<PassResult> FoldCasts::Run(ModelContext& context) {
+  Shared shared(context.model, training_);
   if (context.plan != nullptr) {
     for (const auto& [node, plan] : context.plan->nodes) {
       const bool pinned =
           plan.category == Category::kFp32 || absl::StartsWith(plan.rule, "--block-node");
-      if (pinned && plan.dtype == TensorProto::FLOAT) shared.pinned_fp32.insert(plan.first_output);
+      if (pinned && plan.dtype == TensorProto::FLOAT) shared.pinned_fp32.insert(node);
     }
   }
   shared.plan = context.plan.get();

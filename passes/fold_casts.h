@@ -23,8 +23,13 @@ namespace ampc {
 
 class FoldCasts : public Pass {
  public:
+  // `training`: --train (the casts in front of master weights are kept).
+  explicit FoldCasts(bool training) : training_(training) {}
   absl::string_view Name() const override { return "fold-casts"; }
-  absl::StatusOr<bool> Run(ModelContext& context) override;
+  absl::StatusOr<PassResult> Run(ModelContext& context) override;
+
+ private:
+  const bool training_;
 };
 
 }  // namespace ampc

@@ -3,8 +3,9 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include "absl/strings/str_cat.h"
-#include "passes/ampc_ops.h"
-#include "passes/onnx_status.h"
+#include "passes/graph/onnx_status.h"
+#include "passes/graph/status_macros.h"
+#include "passes/opset/training_ops.h"
 
 namespace ampc {
 
@@ -57,7 +58,7 @@ absl::Status InferTypesKeepingIo(onnx::ModelProto& model, const std::string& fil
   onnx::GraphProto& graph = *model.mutable_graph();
   const auto inputs = graph.input();
   const auto outputs = graph.output();
-  if (absl::Status s = InferTypesStrict(model, file); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(InferTypesStrict(model, file));
   // Inference may rename unknown dims of graph outputs (unk__0); the declared I/O is the user's.
   *graph.mutable_input() = inputs;
   *graph.mutable_output() = outputs;
@@ -65,9 +66,9 @@ absl::Status InferTypesKeepingIo(onnx::ModelProto& model, const std::string& fil
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> InferTypes::Run(ModelContext& context) {
+absl::StatusOr<PassResult> InferTypes::Run(ModelContext& context) {
   const int known = context.model.graph().value_info_size();
-  if (absl::Status s = InferTypesKeepingIo(context.model, context.file); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(InferTypesKeepingIo(context.model, context.file));
   return context.model.graph().value_info_size() != known;
 }
 

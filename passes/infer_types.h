@@ -8,7 +8,7 @@ namespace ampc {
 class InferTypes : public Pass {
  public:
   absl::string_view Name() const override { return "infer-types"; }
-  absl::StatusOr<bool> Run(ModelContext& context) override;
+  absl::StatusOr<PassResult> Run(ModelContext& context) override;
 };
 
 // Runs strict inference (type checks on, node errors fatal) on `model` in place. Errors are

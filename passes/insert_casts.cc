@@ -6,14 +6,14 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "passes/ampc_ops.h"
-#include "passes/bf16_ops.h"
-#include "passes/convert_constant.h"
 #include "passes/float_support.h"
-#include "passes/graph_index.h"
-#include "passes/name_allocator.h"
-#include "passes/remove_if.h"
-#include "passes/training_state.h"
+#include "passes/graph/convert_constant.h"
+#include "passes/graph/graph_index.h"
+#include "passes/graph/name_allocator.h"
+#include "passes/graph/remove_if.h"
+#include "passes/opset/standard_op_versions.h"
+#include "passes/opset/training_ops.h"
+#include "passes/training/training_state.h"
 
 namespace ampc {
 namespace {
@@ -61,6 +61,7 @@ class Scope {
 // State shared by the rewriters of every graph of the model.
 struct Shared {
   PrecisionPlan& plan;
+  ModelContext& context;  // for diagnostics
   NameAllocator names;
   int cast_opset;
   // Initializers and Constant outputs converted for some reader: removed when no longer read.
@@ -120,6 +121,7 @@ class GraphRewriter {
         top_(parent == nullptr),
         shared_(shared),
         plan_(shared.plan),
+        context_(shared.context),
         names_(shared.names) {}
 
   void Run();
@@ -148,6 +150,7 @@ class GraphRewriter {
   bool top_;
   Shared& shared_;
   PrecisionPlan& plan_;
+  ModelContext& context_;
   NameAllocator& names_;
   int original_value_infos_ = 0;
   // New name -> the graph output's name (a view of the output's ValueInfoProto).
@@ -184,8 +187,9 @@ void GraphRewriter::RenameMismatchedOutputs() {
     if (declared == 0 && now != 0) {
       // No declared type, none inferred (a subgraph of an op ONNX does not know): no dtype to
       // cast back to, so the output stays as computed; the user is told.
-      plan_.warnings.push_back(absl::StrCat("graph output '", output.name(),
-                                            "' declares no type; it is now ", DtypeName(now)));
+      context_.Warn(absl::StrCat("graph output '", output.name(), "' declares no type; it is now ",
+                                 DtypeName(now)),
+                    "", output.name());
       continue;
     }
     if (now == declared || now == 0 ||
@@ -194,7 +198,6 @@ void GraphRewriter::RenameMismatchedOutputs() {
     }
     const std::string renamed = names_.Fresh(absl::StrCat(output.name(), "_", DtypeName(now)));
     renamed_outputs_[renamed] = output.name();
-    if (source->slot == 0) it->second.first_output = renamed;  // later passes find it by it
     RenameOutput(*graph_.mutable_node(position), source->slot, renamed, shared_.retired_names);
     const Value value{now, graph_.node(position).output(source->slot), position, nullptr,
                       &output.type()};
@@ -335,9 +338,9 @@ std::string GraphRewriter::ConvertConstant(const std::string& key, const Value& 
   plan_.values_clamped += stats.clamped;
   plan_.values_flushed_to_zero += stats.flushed_to_zero;
   if (stats.overflowed > 0) {
-    plan_.warnings.push_back(absl::StrCat("constant '", AbslView(value.name),
-                                          "': ", stats.overflowed, " values overflow ",
-                                          DtypeName(dtype), " to inf"));
+    context_.Warn(absl::StrCat("constant '", AbslView(value.name), "': ", stats.overflowed,
+                               " values overflow ", DtypeName(dtype), " to inf"),
+                  "", std::string(AbslView(value.name)));
   }
   ++plan_.constants_converted;
   const std::string name = names_.Fresh(absl::StrCat(AbslView(value.name), "_", DtypeName(dtype)));
@@ -468,22 +471,23 @@ void RemoveConvertedConstants(onnx::GraphProto& graph,
 
 }  // namespace
 
-absl::StatusOr<bool> InsertCasts::Run(ModelContext& context) {
+absl::StatusOr<PassResult> InsertCasts::Run(ModelContext& context) {
   if (context.plan == nullptr) {
     return absl::FailedPreconditionError(
         "insert-casts applies the plan of autocast; run --passes=autocast,insert-casts");
   }
   // Autocast's index when it ran just before (the common case): one build fewer at 1M nodes.
-  std::shared_ptr<const GraphIndex> index = std::move(context.index);
-  if (index == nullptr || &index->graph() != &context.model.graph()) {
-    absl::StatusOr<std::unique_ptr<GraphIndex>> built = GraphIndex::Build(context.model.graph());
-    if (!built.ok()) return built.status();
-    index = *std::move(built);
-  }
-  Shared shared{
-      *context.plan, NameAllocator(context.model), CastOpset(OpsetsOf(context.model)), {}, {}, {}};
-  shared.master_weights = MasterWeights(context.model, context.training.enabled);
-  GraphRewriter(*context.model.mutable_graph(), *index, nullptr, shared).Run();
+  absl::StatusOr<std::shared_ptr<const GraphIndex>> index = context.Index();
+  if (!index.ok()) return index.status();
+  Shared shared{*context.plan,
+                context,
+                NameAllocator(context.model),
+                CastOpset(OpsetsOf(context.model)),
+                {},
+                {},
+                {}};
+  shared.master_weights = MasterWeights(context.model, training_);
+  GraphRewriter(*context.model.mutable_graph(), **index, nullptr, shared).Run();
   absl::flat_hash_set<std::string> reads;
   if (!shared.converted_constants.empty()) {
     CollectReads(context.model.graph(), shared.converted_constants, reads);

@@ -9,8 +9,13 @@ namespace ampc {
 
 class InsertCasts : public Pass {
  public:
+  // `training`: --train (FP32 initializers stay FP32 master weights, read through casts).
+  explicit InsertCasts(bool training) : training_(training) {}
   absl::string_view Name() const override { return "insert-casts"; }
-  absl::StatusOr<bool> Run(ModelContext& context) override;
+  absl::StatusOr<PassResult> Run(ModelContext& context) override;
+
+ private:
+  const bool training_;
 };
 
 }  // namespace ampc

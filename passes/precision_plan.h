@@ -24,11 +24,9 @@ struct AutocastOptions {
 
 struct NodePlan {
   std::string name;  // node name, or "#index" in its graph when unnamed
-  std::string
-      first_output;  // the node's output 0 when planned (passes after autocast find it by it)
   std::string op_type;
   int dtype = 0;              // the node's compute dtype; 0: not a candidate, its dtypes are kept
-  bool ampc_version = false;  // runs as its ai.ampc version (passes/bf16_ops.h)
+  bool ampc_version = false;  // runs as its ai.ampc version (passes/opset/standard_op_versions.h)
   int64_t zero_bias = 0;      // > 0: the ai.ampc.Conv gets a zero bias of that many channels
   Category category = Category::kKeep;
   std::string rule;                // what decided, in words
@@ -41,10 +39,13 @@ struct PrecisionPlan {
   int low_dtype = onnx::TensorProto::FLOAT16;
   bool low_io = false;
   bool clamp = false;
-  // Every node of the model, subgraphs included, in the order they were planned.
+  // Every node of the model, subgraphs included, in the order they were planned, keyed by the
+  // node's address: the one key of the plan, stable for the whole compilation because no pass
+  // after autocast copies a node (they add nodes, and remove them with RemoveIf,
+  // passes/graph/remove_if.h, which keeps the others where they are). The report, explain and
+  // the passes after autocast all read the plan through it.
   std::vector<const onnx::NodeProto*> order;
   absl::flat_hash_map<const onnx::NodeProto*, NodePlan> nodes;
-  std::vector<std::string> warnings;
   // Filled by insert-casts.
   int64_t casts_added = 0;
   int64_t constants_converted = 0;

@@ -1,4 +1,4 @@
-// Every pass by name, and the default pipeline. The caller names the order.
+// Every pass by name. The order is compiler/pipeline.h's.
 #pragma once
 
 #include <memory>
@@ -8,18 +8,21 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "passes/pass.h"
+#include "passes/precision_plan.h"
+#include "passes/training/training_options.h"
 
 namespace ampc {
 
+// The options of every pass, as parsed from the command line; each pass is constructed with its
+// part.
+struct PassOptions {
+  AutocastOptions autocast;
+  TrainingOptions training;
+  int target_opset = 0;  // --target-opset; 0: the model's own
+};
+
 // NotFound naming the pass and listing the known ones.
-absl::StatusOr<std::unique_ptr<Pass>> CreatePass(absl::string_view name);
+absl::StatusOr<std::unique_ptr<Pass>> CreatePass(absl::string_view name,
+                                                 const PassOptions& options);
 std::vector<std::string> PassNames();
-// What `ampc IN -o OUT` runs when --passes is not given.
-std::vector<std::string> DefaultPipeline();
-
-// Runs the default pipeline on `model` with `options` (what `ampc --dtype ... [--low-io]` does,
-// minus loading and saving); `file` names the model in errors.
-absl::Status CompileWithDefaults(onnx::ModelProto& model, const std::string& file,
-                                 const AutocastOptions& options);
-
 }  // namespace ampc

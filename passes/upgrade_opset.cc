@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "passes/float_support.h"
-#include "passes/onnx_status.h"
+#include "passes/graph/onnx_status.h"
 
 namespace ampc {
 namespace {
@@ -31,9 +31,9 @@ std::string WhyNotConvertible(const onnx::ModelProto& model, int opset) {
 }
 
 // The opset asked for, or 0 when the model stays as it is.
-int TargetOpset(const ModelContext& context, int opset) {
-  if (context.target_opset > 0) return context.target_opset;
-  if (context.training.enabled && opset < kTrainingMinimumOpset) return kTrainingMinimumOpset;
+int TargetOpset(int target_opset, bool training, int opset) {
+  if (target_opset > 0) return target_opset;
+  if (training && opset < kTrainingMinimumOpset) return kTrainingMinimumOpset;
   return 0;
 }
 
@@ -58,20 +58,19 @@ int64_t MinimumIrVersion(int64_t opset) {
   return 3;
 }
 
-absl::StatusOr<bool> UpgradeOpset::Run(ModelContext& context) {
+absl::StatusOr<PassResult> UpgradeOpset::Run(ModelContext& context) {
   const int opset = DefaultOpset(context.model);
-  const int target = TargetOpset(context, opset);
-  if (context.training.enabled && target > 0 && target < kTrainingMinimumOpset) {
+  const int target = TargetOpset(target_opset_, training_, opset);
+  if (training_ && target > 0 && target < kTrainingMinimumOpset) {
     return absl::InvalidArgumentError(absl::StrCat(context.file, ": --target-opset ", target,
                                                    " is below opset ", kTrainingMinimumOpset,
                                                    ", the least --train compiles for"));
   }
   if (opset == 0 || target == 0 || target == opset) return false;
   const std::string asked =
-      context.target_opset > 0
-          ? absl::StrCat("--target-opset ", target)
-          : absl::StrCat("--train needs opset ", target,
-                         " (the training step's functions are written against it)");
+      target_opset_ > 0 ? absl::StrCat("--target-opset ", target)
+                        : absl::StrCat("--train needs opset ", target,
+                                       " (the training step's functions are written against it)");
   if (target < opset) {
     // --train never asks for less than the model has; only --target-opset can.
     return absl::InvalidArgumentError(
@@ -93,9 +92,8 @@ absl::StatusOr<bool> UpgradeOpset::Run(ModelContext& context) {
   }
   context.model = std::move(converted);
   context.model.set_ir_version(std::max(context.model.ir_version(), MinimumIrVersion(target)));
-  if (context.target_opset == 0) {
-    context.Warn(absl::StrCat(context.file, ": warning: --train: converted opset ", opset, " to ",
-                              target,
+  if (target_opset_ == 0) {
+    context.Warn(absl::StrCat("--train: converted opset ", opset, " to ", target,
                               " with ONNX's version converter (the training step's functions are "
                               "written against it)"));
   }

@@ -21,10 +21,17 @@ int64_t MinimumIrVersion(int64_t opset);
 
 class UpgradeOpset : public Pass {
  public:
+  // `target_opset`: --target-opset (0: none asked); `training`: --train, which needs opset 17.
+  UpgradeOpset(int target_opset, bool training)
+      : target_opset_(target_opset), training_(training) {}
   absl::string_view Name() const override { return "upgrade-opset"; }
   // --train's conversion warns, naming both opsets (--target-opset's is in the summary line).
   // An error names the file, the opsets and what the converter said.
-  absl::StatusOr<bool> Run(ModelContext& context) override;
+  absl::StatusOr<PassResult> Run(ModelContext& context) override;
+
+ private:
+  const int target_opset_;
+  const bool training_;
 };
 
 }  // namespace ampc

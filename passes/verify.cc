@@ -3,13 +3,13 @@
 #include <onnx/checker.h>
 
 #include "absl/strings/str_cat.h"
-#include "passes/ampc_ops.h"
+#include "passes/graph/onnx_status.h"
 #include "passes/infer_types.h"
-#include "passes/onnx_status.h"
+#include "passes/opset/training_ops.h"
 
 namespace ampc {
 
-absl::StatusOr<bool> Verify::Run(ModelContext& context) {
+absl::StatusOr<PassResult> Verify::Run(ModelContext& context) {
   const std::string where = absl::StrCat(context.file, " (ampc output)");
   RegisterAmpcSchemas();  // the checker checks ai.ampc nodes against their schemas
   absl::Status status = CatchOnnx(absl::StrCat(where, ": ONNX checker"),

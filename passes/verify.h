@@ -9,7 +9,7 @@ namespace ampc {
 class Verify : public Pass {
  public:
   absl::string_view Name() const override { return "verify"; }
-  absl::StatusOr<bool> Run(ModelContext& context) override;
+  absl::StatusOr<PassResult> Run(ModelContext& context) override;
 };
 
 }  // namespace ampc

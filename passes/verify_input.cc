@@ -6,12 +6,13 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
-#include "passes/ampc_ops.h"
-#include "passes/attribute_values.h"
-#include "passes/function_calls.h"
-#include "passes/graph_index.h"
-#include "passes/onnx_status.h"
-#include "passes/topo_sort.h"
+#include "passes/graph/attribute_values.h"
+#include "passes/graph/function_calls.h"
+#include "passes/graph/graph_index.h"
+#include "passes/graph/onnx_status.h"
+#include "passes/graph/status_macros.h"
+#include "passes/graph/topo_sort.h"
+#include "passes/opset/training_ops.h"
 #include "passes/verify_tensors.h"
 
 namespace ampc {
@@ -135,11 +136,11 @@ absl::Status CheckTrainingInfo(const onnx::ModelProto& model) {
     return CatchOnnx(absl::StrCat("training_info[0].", name),
                      [&] { onnx::checker::check_graph(graph, checker, scope); });
   };
-  if (absl::Status s = check("initialization", info.initialization()); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(check("initialization", info.initialization()));
   for (const onnx::ValueInfoProto& output : info.initialization().output()) {
     scope.add(output.name());
   }
-  if (absl::Status s = check("algorithm", info.algorithm()); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(check("algorithm", info.algorithm()));
   absl::flat_hash_set<std::string> algorithm_outputs;
   for (const onnx::ValueInfoProto& output : info.algorithm().output()) {
     algorithm_outputs.insert(output.name());
@@ -169,7 +170,7 @@ absl::Status Prefixed(const ModelContext& context, const absl::Status& status) {
 }  // namespace
 
 absl::Status CheckVersions(const onnx::ModelProto& model, const std::string& file) {
-  if (absl::Status s = CheckIrVersion(model, file); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(CheckIrVersion(model, file));
   return CheckOpsets(model, file);
 }
 
@@ -180,14 +181,13 @@ absl::Status CheckHasOutputs(const onnx::ModelProto& model, const std::string& f
                  "one in graph.output)");
 }
 
-absl::StatusOr<bool> VerifyInput::Run(ModelContext& context) {
-  if (absl::Status s = CheckVersions(context.model, context.file); !s.ok()) return s;
+absl::StatusOr<PassResult> VerifyInput::Run(ModelContext& context) {
+  AMPC_RETURN_IF_ERROR(CheckVersions(context.model, context.file));
   if (!context.model.has_graph()) return Invalid(context, "the model has no graph");
-  if (absl::Status s = CheckHasOutputs(context.model, context.file); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(CheckHasOutputs(context.model, context.file));
   std::vector<std::string> warnings;
   if (absl::Status s = VerifyTensors(context.model, warnings); !s.ok()) return Prefixed(context, s);
-  for (const std::string& warning : warnings)
-    context.Warn(absl::StrCat(context.file, ": ", warning));
+  for (std::string& warning : warnings) context.Warn(std::move(warning));
   if (absl::Status s = CheckFunctionExpansion(context.model); !s.ok()) {
     return Prefixed(context, s);
   }
@@ -199,8 +199,7 @@ absl::StatusOr<bool> VerifyInput::Run(ModelContext& context) {
   absl::StatusOr<bool> sorted = TopologicalSort(*context.model.mutable_graph());
   if (!sorted.ok()) return Prefixed(context, sorted.status());
   if (*sorted) {
-    context.Warn(
-        absl::StrCat(context.file, ": warning: nodes were not in topological order; sorted them"));
+    context.Warn("nodes were not in topological order; sorted them");
   }
   const onnx::ModelProto& model = context.model;
   RegisterAmpcSchemas();  // ampc's own outputs carry ai.ampc nodes

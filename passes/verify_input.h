@@ -25,7 +25,7 @@ absl::Status CheckTrainingInfo(const onnx::ModelProto& model);
 class VerifyInput : public Pass {
  public:
   absl::string_view Name() const override { return "verify-input"; }
-  absl::StatusOr<bool> Run(ModelContext& context) override;
+  absl::StatusOr<PassResult> Run(ModelContext& context) override;
 };
 
 }  // namespace ampc

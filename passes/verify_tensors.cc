@@ -8,8 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "passes/graph_index.h"
-#include "passes/tensor_data.h"
+#include "passes/graph/graph_index.h"
+#include "passes/graph/status_macros.h"
+#include "passes/graph/tensor_data.h"
 
 namespace ampc {
 namespace {
@@ -118,8 +119,7 @@ class TensorWalk {
   explicit TensorWalk(std::vector<std::string>& warnings) : warnings_(warnings) {}
   ~TensorWalk() {
     if (unreported_ > 0) {
-      warnings_.push_back(
-          absl::StrCat("warning: ", unreported_, " more tensors hold NaN or infinite values"));
+      warnings_.push_back(absl::StrCat(unreported_, " more tensors hold NaN or infinite values"));
     }
   }
 
@@ -141,17 +141,17 @@ class TensorWalk {
         const std::string where =
             absl::StrCat(scope, DescribeNode(node, i), " attribute '", a.name(), "'");
         if (a.has_t()) {
-          if (absl::Status s = Tensor(a.t(), where); !s.ok()) return s;
+          AMPC_RETURN_IF_ERROR(Tensor(a.t(), where));
         }
         for (const TensorProto& t : a.tensors()) {
-          if (absl::Status s = Tensor(t, where); !s.ok()) return s;
+          AMPC_RETURN_IF_ERROR(Tensor(t, where));
         }
         const std::string inner = absl::StrCat(scope, DescribeNode(node, i), ": ");
         if (a.has_g()) {
-          if (absl::Status s = Graph(a.g(), inner); !s.ok()) return s;
+          AMPC_RETURN_IF_ERROR(Graph(a.g(), inner));
         }
         for (const onnx::GraphProto& g : a.graphs()) {
-          if (absl::Status s = Graph(g, inner); !s.ok()) return s;
+          AMPC_RETURN_IF_ERROR(Graph(g, inner));
         }
       }
     }
@@ -160,7 +160,7 @@ class TensorWalk {
 
  private:
   absl::Status Tensor(const TensorProto& t, const std::string& where) {
-    if (absl::Status s = CheckData(t, where); !s.ok()) return s;
+    AMPC_RETURN_IF_ERROR(CheckData(t, where));
     const NonFinite count = CountNonFinite(t);
     if (count.nan == 0 && count.inf == 0) return absl::OkStatus();
     if (reported_ == kMaxNonFiniteWarnings) {
@@ -172,7 +172,7 @@ class TensorWalk {
     if (count.nan > 0) absl::StrAppend(&what, count.nan, " NaN");
     if (count.nan > 0 && count.inf > 0) absl::StrAppend(&what, " and ");
     if (count.inf > 0) absl::StrAppend(&what, count.inf, " infinite");
-    warnings_.push_back(absl::StrCat("warning: ", where, " holds ", what,
+    warnings_.push_back(absl::StrCat(where, " holds ", what,
                                      count.nan + count.inf == 1 ? " value" : " values",
                                      " (legal ONNX; kept as they are)"));
     return absl::OkStatus();
@@ -187,16 +187,16 @@ class TensorWalk {
 
 absl::Status VerifyTensors(const onnx::ModelProto& model, std::vector<std::string>& warnings) {
   TensorWalk walk(warnings);
-  if (absl::Status s = walk.Graph(model.graph(), ""); !s.ok()) return s;
+  AMPC_RETURN_IF_ERROR(walk.Graph(model.graph(), ""));
   for (const onnx::FunctionProto& f : model.functions()) {
     const std::string scope = absl::StrCat("function '", f.domain(), ".", f.name(), "': ");
-    if (absl::Status s = walk.Nodes(f.node(), scope); !s.ok()) return s;
+    AMPC_RETURN_IF_ERROR(walk.Nodes(f.node(), scope));
   }
   for (int i = 0; i < model.training_info_size(); ++i) {
     const onnx::TrainingInfoProto& info = model.training_info(i);
     const std::string scope = absl::StrCat("training_info[", i, "]: ");
-    if (absl::Status s = walk.Graph(info.initialization(), scope); !s.ok()) return s;
-    if (absl::Status s = walk.Graph(info.algorithm(), scope); !s.ok()) return s;
+    AMPC_RETURN_IF_ERROR(walk.Graph(info.initialization(), scope));
+    AMPC_RETURN_IF_ERROR(walk.Graph(info.algorithm(), scope));
   }
   return absl::OkStatus();
 }

@@ -7,8 +7,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/attributes.h"
-#include "runtime/tensor_proto.h"
+#include "runtime/core/attributes.h"
+#include "runtime/core/tensor_proto.h"
 
 namespace ampc {
 namespace {

@@ -6,12 +6,9 @@
 
 #include <onnx/onnx_pb.h>
 
-#include "runtime/graph_executor.h"
+#include "runtime/core/graph_executor.h"
 
 namespace ampc {
-
-// The domain of the ops only these rewrites create (FusedConv); no model declares it.
-inline constexpr char kRuntimeDomain[] = "ai.ampc.runtime";
 
 // Rewrites FP32 Conv -> BatchNormalization (inference form) into one Conv with
 // W' = W * scale / sqrt(var + eps) and B' = (B - mean) * scale / sqrt(var + eps) + bias (computed

@@ -16,11 +16,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/dtype.h"
-#include "runtime/input_file.h"
+#include "passes/graph/status_macros.h"
+#include "runtime/core/dtype.h"
+#include "runtime/core/input_file.h"
+#include "runtime/core/tensor_proto.h"
 #include "runtime/npy.h"
-#include "runtime/status_macros.h"
-#include "runtime/tensor_proto.h"
 
 namespace ampc {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/tensor.h"
+#include "runtime/core/tensor.h"
 
 namespace ampc {
 
@@ -39,7 +39,7 @@ absl::StatusOr<Dataset> ReadIdxDataset(const std::string& images, const std::str
 // .npy images (uint8 or float32, [N, ...]; float32 must be finite: an error names the first
 // sample that is not) and labels (any integer type, [N]).
 absl::StatusOr<Dataset> ReadNpyDataset(const std::string& images, const std::string& labels);
-// The same from ONNX TensorProto .pb files (runtime/tensor_proto.h).
+// The same from ONNX TensorProto .pb files (runtime/core/tensor_proto.h).
 absl::StatusOr<Dataset> ReadPbDataset(const std::string& images, const std::string& labels);
 
 // Every label of `data` in [0, classes) or equal to `ignored` (a loss's ignore_index, when it

@@ -10,11 +10,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "runtime/cpu_backend.h"
+#include "runtime/core/cpu_backend.h"
 
 #ifdef AMPC_HAVE_CUDA
-#include "kernels/cuda/device.h"
-#include "runtime/cuda_backend.h"
+#include "runtime/core/cuda_backend.h"
+#include "runtime/core/cuda_device.h"
 #endif
 
 namespace ampc {

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/backend.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
+#include "runtime/core/backend.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ampc {
 

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "passes/float_support.h"
-#include "passes/onnx_status.h"
+#include "passes/graph/onnx_status.h"
 
 namespace ampc {
 namespace {

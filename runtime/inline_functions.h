@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ampc {
 

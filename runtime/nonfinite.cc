@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "passes/ampc_ops.h"
-#include "passes/onnx_status.h"
+#include "passes/graph/onnx_status.h"
+#include "passes/graph/status_macros.h"
+#include "passes/opset/training_ops.h"
 #include "runtime/session.h"
-#include "runtime/status_macros.h"
 
 namespace ampc {
 namespace {

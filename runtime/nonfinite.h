@@ -11,9 +11,9 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
-#include "runtime/backend.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/tensor.h"
+#include "runtime/core/backend.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/core/tensor.h"
 
 namespace ampc {
 

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "runtime/input_file.h"
+#include "runtime/core/input_file.h"
 
 namespace ampc {
 namespace {

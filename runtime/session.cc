@@ -11,12 +11,12 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "passes/ampc_ops.h"
-#include "passes/attribute_values.h"
-#include "passes/function_calls.h"
+#include "passes/graph/attribute_values.h"
+#include "passes/graph/function_calls.h"
+#include "passes/graph/status_macros.h"
+#include "passes/opset/training_ops.h"
 #include "runtime/conv_fusion.h"
 #include "runtime/inline_functions.h"
-#include "runtime/status_macros.h"
 
 namespace ampc {
 namespace {

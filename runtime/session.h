@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/backend.h"
-#include "runtime/graph_executor.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/core/backend.h"
+#include "runtime/core/graph_executor.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ampc {
 

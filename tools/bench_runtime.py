@@ -265,8 +265,8 @@ NOTES = [
     "plus the conversions and the Cast nodes ampc inserts at the FP32 boundaries. Their value "
     "on the CPU is checking numerics, not speed.",
     "- FP16 costs more than BF16: the GEMMs and convolutions widen and round whole tensors with "
-    "F16C where the CPU has it (kernels/cpu/half.cc, chosen at run time), but the other "
-    "kernels and Cast convert one element at a time in software, bit by bit (kernels/cpu/half.h), "
+    "F16C where the CPU has it (kernels/numerics/half.cc, chosen at run time), but the other "
+    "kernels and Cast convert one element at a time in software, bit by bit (kernels/numerics/half.h), "
     "while widening BF16 is a 16-bit shift and narrowing it one rounding add.",
     "- The machine is shared (2 cores, other builds running): timings vary by tens of percent "
     "between runs; the load average at the start is in the machine line. ampc and onnxruntime "

@@ -18,8 +18,8 @@
 #include "kernels/cpu/linalg_gemm.h"
 #include "kernels/cpu/norm_common.h"
 #include "kernels/cpu/reduce_common.h"
-#include "runtime/cpu_backend.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
+#include "runtime/core/cpu_backend.h"
 
 namespace ampc {
 namespace {

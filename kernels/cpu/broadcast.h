@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "runtime/tensor.h"
+#include "runtime/core/tensor.h"
 
 namespace ampc {
 

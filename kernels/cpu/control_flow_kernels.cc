@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "runtime/graph_executor.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
+#include "runtime/core/graph_executor.h"
 
 namespace ampc {
 namespace {

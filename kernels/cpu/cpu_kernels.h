@@ -1,7 +1,7 @@
 // The CPU backend's kernels, and the registry of every backend built into this binary.
 #pragma once
 
-#include "runtime/kernel_registry.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ampc {
 

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/broadcast.h"
-#include "runtime/cpu_backend.h"
-#include "runtime/kernel.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
+#include "runtime/core/cpu_backend.h"
+#include "runtime/core/kernel.h"
 
 namespace ampc {
 

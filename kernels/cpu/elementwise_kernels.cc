@@ -5,7 +5,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/integer_pow.h"
+#include "kernels/numerics/integer_pow.h"
 
 namespace ampc {
 namespace {

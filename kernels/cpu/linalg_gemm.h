@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/half.h"
 #include "kernels/cpu/linalg_shapes.h"
-#include "runtime/cpu_backend.h"
-#include "runtime/dtype.h"
-#include "runtime/kernel.h"
-#include "runtime/status_macros.h"
+#include "kernels/numerics/half.h"
+#include "passes/graph/status_macros.h"
+#include "runtime/core/cpu_backend.h"
+#include "runtime/core/dtype.h"
+#include "runtime/core/kernel.h"
 
 namespace ampc::linalg {
 

@@ -11,8 +11,8 @@
 #include "kernels/cpu/linalg_conv.h"
 #include "kernels/cpu/linalg_einsum.h"
 #include "kernels/cpu/linalg_gemm.h"
-#include "runtime/conv_fusion.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ampc {
 namespace linalg {

@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/kernel.h"
+#include "runtime/core/kernel.h"
 
 namespace ampc::linalg {
 

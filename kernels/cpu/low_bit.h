@@ -3,7 +3,7 @@
 //
 // Decoding is exact. Encoding a float rounds to nearest, ties to even (E8M0: the round mode
 // asked for), with the Cast spec's rules for overflow, infinity and NaN; a wider source rounded
-// to float *to odd* first (math_cast.h) keeps the result a single rounding. The rules are the
+// to float *to odd* first (cast_math.h) keeps the result a single rounding. The rules are the
 // onnx package's reference ones (ml_dtypes, numpy_helper.to_float8e8m0).
 #pragma once
 
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "runtime/dtype.h"
+#include "runtime/core/dtype.h"
 
 namespace ampc {
 

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/math_cast.h"
-#include "runtime/status_macros.h"
+#include "kernels/numerics/cast_math.h"
+#include "passes/graph/status_macros.h"
 
 namespace ampc {
 namespace {
@@ -20,7 +20,7 @@ uint8_t CodeAt(const uint8_t* data, int64_t i, int bits) {
   return static_cast<uint8_t>((data[i / per_byte] >> (bits * (i % per_byte))) & ((1 << bits) - 1));
 }
 
-// A value as float, rounded to odd when the source is wider (math_cast.h), so that the final
+// A value as float, rounded to odd when the source is wider (cast_math.h), so that the final
 // rounding to the low-bit type is the only one.
 template <typename From>
 float ToFloatOdd(From v) {

@@ -4,7 +4,7 @@
 
 #include "absl/status/status.h"
 #include "kernels/cpu/low_bit.h"
-#include "runtime/kernel.h"
+#include "runtime/core/kernel.h"
 
 namespace ampc {
 

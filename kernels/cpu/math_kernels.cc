@@ -14,8 +14,8 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/low_bit_cast.h"
-#include "kernels/cpu/math_cast.h"
 #include "kernels/cpu/math_ops.h"
+#include "kernels/numerics/cast_math.h"
 
 namespace ampc {
 namespace math_ops {

@@ -5,7 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/cpu/low_bit.h"
-#include "runtime/kernel.h"
+#include "runtime/core/kernel.h"
 
 namespace ampc::math_ops {
 

@@ -7,9 +7,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/dtype.h"
-#include "runtime/kernel.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/core/dtype.h"
+#include "runtime/core/kernel.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ampc {
 

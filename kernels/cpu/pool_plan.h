@@ -12,8 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/kernel.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
+#include "runtime/core/kernel.h"
 
 namespace ampc::pool {
 

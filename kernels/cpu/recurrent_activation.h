@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/kernel.h"
+#include "runtime/core/kernel.h"
 
 namespace ampc::recurrent {
 

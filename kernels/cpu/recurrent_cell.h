@@ -10,7 +10,7 @@
 
 #include "kernels/cpu/linalg_gemm.h"
 #include "kernels/cpu/recurrent_activation.h"
-#include "runtime/thread_pool.h"
+#include "runtime/core/thread_pool.h"
 
 namespace ampc::recurrent {
 

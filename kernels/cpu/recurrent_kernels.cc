@@ -16,7 +16,7 @@
 #include "kernels/cpu/linalg_gemm.h"
 #include "kernels/cpu/recurrent_activation.h"
 #include "kernels/cpu/recurrent_cell.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
 
 namespace ampc {
 namespace {

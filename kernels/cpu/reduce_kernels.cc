@@ -12,7 +12,7 @@
 #include "kernels/cpu/reduce_loss.h"
 #include "kernels/cpu/reduce_scan.h"
 #include "kernels/cpu/reduce_softmax.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
 
 namespace ampc {
 namespace {

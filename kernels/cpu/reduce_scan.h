@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/reduce_common.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
 
 namespace ampc::reduce {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/reduce_common.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
 
 namespace ampc::reduce {
 

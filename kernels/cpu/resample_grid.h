@@ -22,7 +22,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/resample_common.h"
 #include "kernels/cpu/tensor_ops.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
 
 namespace ampc::resample {
 

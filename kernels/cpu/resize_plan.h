@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/resample_common.h"
 #include "kernels/cpu/tensor_ops.h"
-#include "runtime/kernel.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
+#include "runtime/core/kernel.h"
 
 namespace ampc::resample {
 

@@ -11,7 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/reduce_common.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
 
 namespace ampc {
 namespace {

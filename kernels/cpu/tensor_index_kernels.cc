@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/tensor_ops.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
 
 namespace ampc::tensor_ops {
 

@@ -9,11 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/math_cast.h"
 #include "kernels/cpu/tensor_ops.h"
-#include "runtime/cpu_backend.h"
-#include "runtime/status_macros.h"
-#include "runtime/tensor_proto.h"
+#include "kernels/numerics/cast_math.h"
+#include "passes/graph/status_macros.h"
+#include "runtime/core/cpu_backend.h"
+#include "runtime/core/tensor_proto.h"
 
 namespace ampc {
 namespace tensor_ops {

@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/tensor_ops.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
 
 namespace ampc::tensor_ops {
 namespace {

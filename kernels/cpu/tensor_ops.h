@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "runtime/kernel.h"
+#include "runtime/core/kernel.h"
 
 namespace ampc::tensor_ops {
 

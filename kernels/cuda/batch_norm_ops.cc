@@ -15,7 +15,7 @@
 #include "kernels/cuda/float_copies.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/op_support.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
 
 namespace ampc::cuda {
 namespace {

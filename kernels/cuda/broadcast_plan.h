@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cuda/host_device.h"
+#include "kernels/numerics/host_device.h"
 
 namespace ampc::cuda {
 

@@ -8,9 +8,9 @@
 #include <type_traits>
 
 #include "kernels/cuda/cast.h"
-#include "kernels/cuda/cast_math.h"
 #include "kernels/cuda/elementwise_kernels.cuh"
 #include "kernels/cuda/elementwise_math.h"
+#include "kernels/numerics/cast_math.h"
 
 namespace ampc {
 namespace {

@@ -1,7 +1,7 @@
 // Elementwise casts on the GPU. Float <-> FP16/BF16 round to nearest even (the hardware cvt): on
-// every non-NaN value they equal the CPU conversions in kernels/cpu/half.h bit for bit; a NaN
+// every non-NaN value they equal the CPU conversions in kernels/numerics/half.h bit for bit; a NaN
 // becomes the hardware's canonical NaN. cuda::Cast converts between any two element types with
-// the CPU's Cast rules (kernels/cpu/math_cast.h). Plain C++ header: includable without nvcc.
+// the CPU's Cast rules (kernels/numerics/cast_math.h). Plain C++ header: includable without nvcc.
 #ifndef AMPC_KERNELS_CUDA_CAST_H_
 #define AMPC_KERNELS_CUDA_CAST_H_
 

@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/norm_common.h"  // WantsOutput, the CPU family's checks
 #include "kernels/cuda/op_support.h"  // Labeled
-#include "runtime/dtype.h"
-#include "runtime/kernel.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/core/dtype.h"
+#include "runtime/core/kernel.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ampc::cuda {
 

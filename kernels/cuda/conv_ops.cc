@@ -22,8 +22,8 @@
 #include "kernels/cuda/float_copies.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/op_support.h"
-#include "runtime/conv_fusion.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ampc {
 namespace cuda {

@@ -2,7 +2,7 @@
 // all called by RegisterCudaKernels. The launchers they call are in the .cu files beside them.
 #pragma once
 
-#include "runtime/kernel_registry.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ampc {
 

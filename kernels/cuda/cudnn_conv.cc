@@ -18,7 +18,7 @@
 #include "kernels/cuda/broadcast_plan.h"
 #include "kernels/cuda/cuda_libraries.h"
 #include "kernels/cuda/elementwise.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
 
 namespace ampc::cuda {
 namespace {

@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/cpu/conv_geometry.h"
 #include "kernels/cuda/elem_type.h"
-#include "runtime/cuda_backend.h"
+#include "runtime/core/cuda_backend.h"
 
 namespace ampc::cuda {
 

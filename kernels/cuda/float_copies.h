@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/cast.h"
-#include "runtime/tensor.h"
+#include "runtime/core/tensor.h"
 
 namespace ampc::cuda {
 

@@ -1,6 +1,6 @@
 // Device-side access to the float storage types (float, FP16, BF16; double for the reduce family)
 // for the CNN and reduce families' kernels: loads widen to float exactly, stores round to nearest
-// even once, as kernels/cpu/half.h does on the host. Include from .cu files only.
+// even once, as kernels/numerics/half.h does on the host. Include from .cu files only.
 #ifndef AMPC_KERNELS_CUDA_FLOAT_STORAGE_CUH_
 #define AMPC_KERNELS_CUDA_FLOAT_STORAGE_CUH_
 

@@ -5,7 +5,7 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/cuda/index.h"
-#include "kernels/cuda/num.h"
+#include "kernels/numerics/num.h"
 
 namespace ampc::cuda {
 namespace {

@@ -7,8 +7,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/elem_type.h"
-#include "runtime/cuda_backend.h"
-#include "runtime/kernel.h"
+#include "runtime/core/cuda_backend.h"
+#include "runtime/core/kernel.h"
 
 namespace ampc::cuda {
 

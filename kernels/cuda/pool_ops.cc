@@ -20,7 +20,7 @@
 #include "kernels/cuda/op_support.h"
 #include "kernels/cuda/pool.h"
 #include "kernels/cuda/pool_geometry.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
 
 namespace ampc::cuda {
 namespace {

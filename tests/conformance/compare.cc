@@ -4,7 +4,7 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/dtype.h"
+#include "runtime/core/dtype.h"
 
 namespace ampc {
 namespace {

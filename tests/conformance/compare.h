@@ -2,7 +2,7 @@
 #pragma once
 
 #include "absl/status/status.h"
-#include "runtime/tensor.h"
+#include "runtime/core/tensor.h"
 
 namespace ampc {
 

@@ -27,12 +27,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/model_io.h"
+#include "compiler/pipeline.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "passes/registry.h"
-#include "runtime/cpu_backend.h"
+#include "passes/graph/status_macros.h"
+#include "runtime/core/cpu_backend.h"
+#include "runtime/core/tensor_proto.h"
 #include "runtime/session.h"
-#include "runtime/status_macros.h"
-#include "runtime/tensor_proto.h"
 #include "tests/conformance/compare.h"
 
 namespace ampc {

@@ -21,7 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "compiler/model_io.h"
-#include "passes/onnx_status.h"
+#include "passes/graph/onnx_status.h"
 #include "tests/support/subprocess.h"
 
 namespace ampc {

@@ -5,15 +5,15 @@
 #include <sstream>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "passes/ampc_ops.h"
 #include "passes/float_support.h"
-#include "runtime/cpu_backend.h"
+#include "passes/opset/training_ops.h"
+#include "runtime/core/cpu_backend.h"
 #include "runtime/session.h"
 #include "tests/support/model_text.h"
 
 #ifdef AMPC_HAVE_CUDA
-#include "kernels/cuda/device.h"
-#include "runtime/cuda_backend.h"
+#include "runtime/core/cuda_backend.h"
+#include "runtime/core/cuda_device.h"
 #endif
 
 namespace ampc::testing {

@@ -17,9 +17,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "passes/ampc_grad_ops.h"
-#include "runtime/cpu_backend.h"
-#include "runtime/dtype.h"
+#include "passes/opset/gradient_ops.h"
+#include "runtime/core/cpu_backend.h"
+#include "runtime/core/dtype.h"
 #include "runtime/session.h"
 #include "tests/support/model_text.h"
 

@@ -14,13 +14,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "passes/ampc_ops.h"
-#include "passes/autodiff.h"
+#include "passes/autodiff/autodiff.h"
+#include "passes/graph/status_macros.h"
 #include "passes/infer_types.h"
-#include "runtime/cpu_backend.h"
-#include "runtime/dtype.h"
+#include "passes/opset/training_ops.h"
+#include "runtime/core/cpu_backend.h"
+#include "runtime/core/dtype.h"
 #include "runtime/session.h"
-#include "runtime/status_macros.h"
 #include "tests/support/model_text.h"
 
 namespace ampc::testing {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "passes/ampc_ops.h"
-#include "runtime/cpu_backend.h"
+#include "passes/opset/training_ops.h"
+#include "runtime/core/cpu_backend.h"
 #include "runtime/session.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"

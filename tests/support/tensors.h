@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cpu/half.h"
-#include "runtime/tensor.h"
+#include "kernels/numerics/half.h"
+#include "runtime/core/tensor.h"
 
 namespace ampc::testing {
 

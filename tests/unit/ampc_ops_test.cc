@@ -1,8 +1,6 @@
 // The ai.ampc schemas (checker, strict type and shape inference) and function bodies: each body,
 // expanded by libonnx's FunctionExpandHelper into standard ops, computes bit for bit what the
 // op's CPU kernel computes, on the same inputs.
-#include "passes/ampc_ops.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <onnx/checker.h>
@@ -19,7 +17,8 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "runtime/cpu_backend.h"
+#include "passes/opset/training_ops.h"
+#include "runtime/core/cpu_backend.h"
 #include "runtime/session.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/half.h"
-#include "runtime/cpu_backend.h"
+#include "kernels/numerics/half.h"
+#include "runtime/core/cpu_backend.h"
 #include "runtime/session.h"
 #include "tests/support/kernel_runs.h"
 #include "tests/support/model_text.h"

@@ -22,10 +22,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/model_io.h"
+#include "compiler/pipeline.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "passes/graph/onnx_status.h"
 #include "passes/infer_types.h"
-#include "passes/onnx_status.h"
-#include "passes/registry.h"
 #include "tests/support/model_text.h"
 #include "tests/support/subprocess.h"
 

@@ -1,9 +1,8 @@
-// The ai.ampc versions of Conv, MaxPool, AveragePool and GlobalAveragePool (passes/bf16_ops.h):
-// ampc's kernels on BF16 give exactly the standard op in FP32 on the same values, rounded to BF16
-// once; the model-local function body, inlined, gives the same bits; the schemas admit bfloat16
-// only; one function per op, so nodes of one op must agree in arity and stated attributes.
-#include "passes/bf16_ops.h"
-
+// The ai.ampc versions of Conv, MaxPool, AveragePool and GlobalAveragePool
+// (passes/opset/standard_op_versions.h): ampc's kernels on BF16 give exactly the standard op in
+// FP32 on the same values, rounded to BF16 once; the model-local function body, inlined, gives the
+// same bits; the schemas admit bfloat16 only; one function per op, so nodes of one op must agree in
+// arity and stated attributes.
 #include <gtest/gtest.h>
 #include <onnx/checker.h>
 #include <onnx/defs/attr_proto_util.h>
@@ -15,7 +14,8 @@
 #include <vector>
 
 #include "absl/strings/substitute.h"
-#include "passes/ampc_ops.h"
+#include "passes/opset/standard_op_versions.h"
+#include "passes/opset/training_ops.h"
 #include "tests/support/grad_op_check.h"
 
 namespace ampc {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "compiler/model_io.h"
 #include "models/mlp.h"
 #include "tests/support/subprocess.h"
@@ -527,6 +528,25 @@ TEST_F(CliTest, TargetOpsetUpgradesEvenWithAPassesList) {
     EXPECT_THAT(bad.err, HasSubstr("expected an opset from 13 to 28")) << opset;
   }
   EXPECT_EQ(Ampc({"run", path, "--target-opset=22"}).exit_code, 2);  // a compile flag
+}
+
+TEST_F(CliTest, PrintPipelineListsThePassesTheFlagsRunAndReadsNoModel) {
+  auto r = Ampc({"missing.onnx", "--print-pipeline", "--train", "--loss-op=mse:y"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  std::vector<std::string> passes;
+  for (absl::string_view line : absl::StrSplit(r.out, '\n', absl::SkipEmpty())) {
+    passes.emplace_back(line.substr(0, line.find(' ')));
+  }
+  EXPECT_THAT(passes, ::testing::ElementsAre("verify-input", "upgrade-opset", "infer-types",
+                                             "loss-op", "infer-types", "autocast", "insert-casts",
+                                             "fold-casts", "training-step", "verify"));
+  EXPECT_THAT(r.out, HasSubstr("--loss-op: adds the loss"));
+  EXPECT_EQ(Ampc({"--print-pipeline", "--dtype=fp32"}).out.find("autocast"), std::string::npos);
+  auto bad = Ampc({"--print-pipeline", "--passes=autocats"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("unknown pass 'autocats'"));
+  EXPECT_EQ(Ampc({"run", "m.onnx", "--print-pipeline"}).exit_code, 2);  // not a run flag
 }
 
 TEST_F(CliTest, TimePassesPrintsOneLinePerStep) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "runtime/cpu_backend.h"
+#include "runtime/core/cpu_backend.h"
 #include "runtime/session.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"
@@ -179,7 +179,8 @@ g (int4[2] s0, int4[3, 2] x) => (int4[2] s) {
 )"),
                                  DefaultRegistry(), backend_);
   ASSERT_FALSE(session.ok());
-  EXPECT_THAT(session.status().message(), HasSubstr("Scan over INT4 (packed below a byte) is not supported"));
+  EXPECT_THAT(session.status().message(),
+              HasSubstr("Scan over INT4 (packed below a byte) is not supported"));
 }
 
 TEST_F(ControlFlowKernelsTest, IfConditionWithManyElementsIsAnErrorNamingTheNode) {

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "runtime/cpu_backend.h"
+#include "runtime/core/cpu_backend.h"
+#include "runtime/core/tensor_proto.h"
 #include "runtime/session.h"
-#include "runtime/tensor_proto.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"
 

@@ -16,7 +16,7 @@
 
 #include "compiler/model_io.h"
 #include "models/mlp.h"
-#include "passes/onnx_status.h"
+#include "passes/graph/onnx_status.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/training_models.h"
 

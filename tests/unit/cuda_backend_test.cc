@@ -12,7 +12,7 @@
 #include "tests/support/tensors.h"
 
 #ifdef AMPC_HAVE_CUDA
-#include "runtime/cuda_backend.h"
+#include "runtime/core/cuda_backend.h"
 #endif
 
 namespace ampc {

@@ -25,8 +25,8 @@
 
 #include "absl/strings/str_replace.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "passes/ampc_ops.h"
-#include "runtime/cpu_backend.h"
+#include "passes/opset/training_ops.h"
+#include "runtime/core/cpu_backend.h"
 #include "runtime/session.h"
 #include "tests/support/cuda_parity.h"
 #include "tests/support/model_text.h"
@@ -263,8 +263,8 @@ std::vector<OpCase> BatchNormCases() {
   };
 }
 
-// The ai.ampc versions (passes/bf16_ops.h) that BF16 training compiles Conv and the pools to:
-// the same kernels, reached through the other domain.
+// The ai.ampc versions (passes/opset/standard_op_versions.h) that BF16 training compiles Conv and
+// the pools to: the same kernels, reached through the other domain.
 std::vector<OpCase> AmpcVersionCases() {
   const std::vector<std::string> bf16 = {"bfloat16"};
   return {

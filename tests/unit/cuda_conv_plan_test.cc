@@ -11,8 +11,8 @@
 
 #include "kernels/cpu/conv_geometry.h"
 #include "kernels/cpu/pool_plan.h"
-#include "runtime/cpu_backend.h"
-#include "runtime/kernel.h"
+#include "runtime/core/cpu_backend.h"
+#include "runtime/core/kernel.h"
 #include "tests/support/cuda_parity.h"
 #include "tests/support/model_text.h"
 

@@ -16,7 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "runtime/cpu_backend.h"
+#include "runtime/core/cpu_backend.h"
 #include "runtime/session.h"
 #include "tests/support/cuda_parity.h"
 #include "tests/support/model_text.h"

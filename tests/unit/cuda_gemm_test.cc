@@ -13,13 +13,13 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cpu/half.h"
+#include "kernels/numerics/half.h"
 
 #ifdef AMPC_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "kernels/cuda/device.h"
 #include "kernels/cuda/gemm.h"
+#include "runtime/core/cuda_device.h"
 #endif
 
 namespace ampc {

@@ -12,14 +12,14 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "runtime/cpu_backend.h"
+#include "runtime/core/cpu_backend.h"
 #include "runtime/session.h"
 #include "tests/support/cuda_parity.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"
 
 #ifdef AMPC_HAVE_CUDA
-#include "runtime/cuda_backend.h"
+#include "runtime/core/cuda_backend.h"
 #endif
 
 namespace ampc {

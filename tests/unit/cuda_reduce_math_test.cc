@@ -20,8 +20,8 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/reduce_common.h"
 #include "kernels/cuda/reduce_math.h"
-#include "passes/ampc_grad_ops.h"
-#include "runtime/cpu_backend.h"
+#include "passes/opset/gradient_ops.h"
+#include "runtime/core/cpu_backend.h"
 #include "runtime/session.h"
 #include "tests/support/model_text.h"
 

@@ -19,14 +19,14 @@
 #ifdef AMPC_HAVE_CUDA
 #include "kernels/cuda/reduce.h"
 #endif
-#include "passes/ampc_ops.h"
+#include "passes/opset/training_ops.h"
 #include "runtime/session.h"
 #include "tests/support/cuda_parity.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"
 
 #ifdef AMPC_HAVE_CUDA
-#include "runtime/cuda_backend.h"
+#include "runtime/core/cuda_backend.h"
 #endif
 
 namespace ampc {

@@ -189,7 +189,7 @@ TEST(CudaScalerParityTest, AdamAndAdamWForEveryConfiguration) {
 
 // ---- LearningRate (runtime/learning_rate.h) ----
 
-// Base rate 0.1 and each schedule (runtime/lr_schedule.h's words) at random applied steps around
+// Base rate 0.1 and each schedule (kernels/numerics/lr_schedule.h's words) at random applied steps around
 // the warm-up's end and beyond the cosine's: CUDA's cos may differ from glibc's in the last bit
 // of the double, which the float rate almost never shows; one float ulp is allowed for it.
 TEST(CudaScalerParityTest, LearningRateOfEverySchedule) {

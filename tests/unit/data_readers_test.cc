@@ -15,8 +15,8 @@
 #include <fstream>
 #include <random>
 
+#include "runtime/core/tensor_proto.h"
 #include "runtime/npy.h"
-#include "runtime/tensor_proto.h"
 #include "tests/support/tensors.h"
 
 namespace ampc {

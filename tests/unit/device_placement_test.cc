@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/graph_executor.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/core/graph_executor.h"
+#include "runtime/core/kernel_registry.h"
 #include "runtime/session.h"
 #include "tests/support/cuda_parity.h"
 #include "tests/support/model_text.h"

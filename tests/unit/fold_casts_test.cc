@@ -10,9 +10,9 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/cpu/half.h"
+#include "kernels/numerics/half.h"
+#include "passes/graph/onnx_status.h"
 #include "passes/infer_types.h"
-#include "passes/onnx_status.h"
 #include "tests/support/model_text.h"
 
 namespace ampc {
@@ -42,10 +42,10 @@ void ExpectValid(const onnx::ModelProto& model) {
 // Runs fold-casts, checks the result is a valid model, and returns whether it changed anything.
 bool Fold(onnx::ModelProto& model) {
   ModelContext context(model, "test.onnx");
-  absl::StatusOr<bool> changed = FoldCasts().Run(context);
+  absl::StatusOr<PassResult> changed = FoldCasts(false).Run(context);
   EXPECT_TRUE(changed.ok()) << changed.status();
   ExpectValid(model);
-  return changed.ok() && *changed;
+  return changed.ok() && changed->changed;
 }
 
 // "Y = Op(A, B)" per node, "Y = Cast<10>(A)" for casts.

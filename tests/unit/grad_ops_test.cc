@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/substitute.h"
-#include "passes/ampc_grad_ops.h"
+#include "passes/opset/gradient_ops.h"
 #include "tests/support/grad_op_check.h"
 
 namespace ampc {

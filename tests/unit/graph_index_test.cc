@@ -1,4 +1,4 @@
-#include "passes/graph_index.h"
+#include "passes/graph/graph_index.h"
 
 #include <string>
 #include <vector>

@@ -1,9 +1,9 @@
-#include "runtime/kernel_registry.h"
+#include "runtime/core/kernel_registry.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "runtime/cpu_backend.h"
+#include "runtime/core/cpu_backend.h"
 
 namespace ampc {
 namespace {

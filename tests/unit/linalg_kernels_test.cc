@@ -13,9 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "runtime/cpu_backend.h"
+#include "passes/graph/status_macros.h"
+#include "runtime/core/cpu_backend.h"
 #include "runtime/session.h"
-#include "runtime/status_macros.h"
 #include "tests/support/model_text.h"
 
 namespace ampc {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "runtime/cpu_backend.h"
+#include "runtime/core/cpu_backend.h"
 #include "runtime/session.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"

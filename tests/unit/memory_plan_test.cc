@@ -1,7 +1,7 @@
-// runtime/memory_plan.h on its own (fake pointers: the planner never dereferences them) and
+// runtime/core/memory_plan.h on its own (fake pointers: the planner never dereferences them) and
 // through the CPU backend: which run records, where buffers go, what falls back, and that
 // training with plans gives the bits it gives without them.
-#include "runtime/memory_plan.h"
+#include "runtime/core/memory_plan.h"
 
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@
 #include "models/cnn.h"
 #include "models/mlp.h"
 #include "models/transformer.h"
-#include "runtime/cpu_backend.h"
+#include "runtime/core/cpu_backend.h"
 #include "runtime/training_session.h"
 #include "tests/support/subprocess.h"
 

@@ -12,8 +12,8 @@
 #include "models/cnn.h"
 #include "models/mlp.h"
 #include "models/transformer.h"
+#include "passes/graph/onnx_status.h"
 #include "passes/infer_types.h"
-#include "passes/onnx_status.h"
 
 namespace ampc::models {
 namespace {

@@ -1,4 +1,4 @@
-#include "passes/name_allocator.h"
+#include "passes/graph/name_allocator.h"
 
 #include <string>
 

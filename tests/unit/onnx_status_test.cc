@@ -1,4 +1,4 @@
-#include "passes/onnx_status.h"
+#include "passes/graph/onnx_status.h"
 
 #include <gtest/gtest.h>
 

@@ -13,10 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "passes/ampc_ops.h"
+#include "passes/opset/training_ops.h"
 #include "runtime/conv_fusion.h"
-#include "runtime/cpu_backend.h"
-#include "runtime/graph_executor.h"
+#include "runtime/core/cpu_backend.h"
+#include "runtime/core/graph_executor.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"
 

@@ -15,7 +15,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "models/mlp.h"
-#include "runtime/cpu_backend.h"
+#include "runtime/core/cpu_backend.h"
 #include "runtime/training_session.h"
 #include "tests/support/model_text.h"
 #include "tests/support/subprocess.h"

@@ -19,7 +19,7 @@
 #include <map>
 #include <set>
 
-#include "passes/tensor_data.h"
+#include "passes/graph/tensor_data.h"
 #include "tests/support/model_text.h"
 
 namespace ampc {

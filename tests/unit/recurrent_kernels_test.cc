@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "runtime/cpu_backend.h"
+#include "passes/graph/status_macros.h"
+#include "runtime/core/cpu_backend.h"
 #include "runtime/session.h"
-#include "runtime/status_macros.h"
 
 namespace ampc {
 namespace {

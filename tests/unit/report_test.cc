@@ -127,8 +127,9 @@ class ReportTest : public ::testing::Test {
     plan_.casts_added = 4;  // one of them casts a graph output back
     plan_.constants_converted = 1;
     plan_.values_clamped = 3;
-    plan_.warnings = {"node 'g#2' (MyOp): op not in the policy"};
     summary_ = {"in.onnx", "out.onnx", 48, 24, 1, 5, 0.25, &plan_, &model_, "", {}, {}, {}};
+    summary_.diagnostics = {{Diagnostic::Severity::kWarning, "autocast", "g#2", "",
+                             "node 'g#2' (MyOp): op not in the policy"}};
   }
   void Plan(const onnx::NodeProto* node, int dtype, Category category, std::string rule,
             int casts) {
@@ -198,8 +199,23 @@ TEST_F(ReportTest, CastsRemovedMakeTheCountsAddUp) {
 TEST_F(ReportTest, JsonWarningsNameUnknownOpsAndClampedValues) {
   const json warnings = json::parse(ReportJson(summary_))["warnings"];
   ASSERT_EQ(warnings.size(), 2);
-  EXPECT_EQ(warnings[0], plan_.warnings[0]);
+  EXPECT_EQ(warnings[0], summary_.diagnostics[0].message);
   EXPECT_THAT(warnings[1].get<std::string>(), HasSubstr("3 constant values clamped"));
+}
+
+TEST_F(ReportTest, JsonDiagnosticsKeepTheirFields) {
+  summary_.diagnostics.push_back(
+      {Diagnostic::Severity::kWarning, "insert-casts", "", "c", "constant 'c': 2 values overflow"});
+  const json diagnostics = json::parse(ReportJson(summary_))["diagnostics"];
+  ASSERT_EQ(diagnostics.size(), 2);
+  EXPECT_EQ(diagnostics[0], json({{"severity", "warning"},
+                                  {"pass", "autocast"},
+                                  {"node", "g#2"},
+                                  {"value", nullptr},
+                                  {"message", "node 'g#2' (MyOp): op not in the policy"}}));
+  EXPECT_EQ(diagnostics[1]["node"], nullptr);
+  EXPECT_EQ(diagnostics[1]["value"], "c");
+  EXPECT_EQ(diagnostics[1]["pass"], "insert-casts");
 }
 
 TEST_F(ReportTest, JsonIsDeterministic) { EXPECT_EQ(ReportJson(summary_), ReportJson(summary_)); }
@@ -229,7 +245,7 @@ TEST_F(ReportTest, ExplainSummaryShowsFlopsWeightsAndWarnings) {
   const std::string table = ExplainTable(summary_);
   EXPECT_THAT(table, HasSubstr("100.0% in fp16"));
   EXPECT_THAT(table, HasSubstr("48 -> 24 bytes"));
-  EXPECT_THAT(table, HasSubstr(plan_.warnings[0]));
+  EXPECT_THAT(table, HasSubstr(summary_.diagnostics[0].message));
   summary_.model = nullptr;
   EXPECT_THAT(ExplainTable(summary_), HasSubstr("n/a"));
 }

@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "runtime/cpu_backend.h"
+#include "runtime/core/cpu_backend.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"
 

@@ -1,5 +1,5 @@
 // Element sizes and the canonical little-endian bytes of tensors, whichever field holds them.
-#include "passes/tensor_data.h"
+#include "passes/graph/tensor_data.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "passes/topo_sort.h"
+#include "passes/graph/topo_sort.h"
 
 #include <algorithm>
 #include <string>

@@ -13,7 +13,7 @@
 
 #include "compiler/model_io.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "runtime/cpu_backend.h"
+#include "runtime/core/cpu_backend.h"
 #include "tests/support/tensors.h"
 #include "tests/support/training_models.h"
 

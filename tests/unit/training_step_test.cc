@@ -10,14 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "compiler/pipeline.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "models/cnn.h"
 #include "models/mlp.h"
 #include "models/transformer.h"
-#include "passes/ampc_ops.h"
 #include "passes/autocast_policy.h"
+#include "passes/opset/training_ops.h"
 #include "passes/registry.h"
-#include "runtime/cpu_backend.h"
+#include "runtime/core/cpu_backend.h"
 #include "runtime/training_session.h"
 #include "tests/support/forward_models.h"
 #include "tests/support/model_text.h"
@@ -34,21 +35,23 @@ using testing::Values;
 // include it).
 absl::Status Compile(onnx::ModelProto& model, const std::vector<std::string>& passes,
                      TrainingOptions training, int low_dtype = onnx::TensorProto::FLOAT16) {
-  ModelContext context(model, "model");
-  context.autocast.low_dtype = low_dtype;
-  context.autocast.policy = AutocastPolicy::Defaults(low_dtype);
+  PassOptions options;
+  options.autocast.low_dtype = low_dtype;
+  options.autocast.policy = AutocastPolicy::Defaults(low_dtype);
   training.enabled = true;
-  context.training = std::move(training);
+  options.training = std::move(training);
+  ModelContext context(model, "model");
   for (const std::string& name : passes) {
-    absl::StatusOr<std::unique_ptr<Pass>> pass = CreatePass(name);
+    absl::StatusOr<std::unique_ptr<Pass>> pass = CreatePass(name, options);
     if (!pass.ok()) return pass.status();
-    absl::StatusOr<bool> changed = (*pass)->Run(context);
+    absl::StatusOr<PassResult> changed = RunPass(**pass, context);
     if (!changed.ok()) return changed.status();
   }
   return absl::OkStatus();
 }
 
-// The order --train gives (compiler/train_flags.cc, WithTrainingStep).
+// The order --train gives (compiler/pipeline.cc, PipelineFor), without upgrade-opset: these
+// models import opset 17 already.
 const std::vector<std::string> kFullPipeline = {"verify-input", "infer-types", "autocast",
                                                 "insert-casts", "fold-casts",  "training-step",
                                                 "verify"};
@@ -391,8 +394,9 @@ TEST(TrainingStep, LowPrecisionStepRunsForwardAndBackwardInTheForwardsDtype) {
 }
 
 // BF16: Conv-11 and MaxPool-12 have no bfloat16, so the forward runs their ai.ampc versions
-// (passes/bf16_ops.h) in BF16, and ConvGrad and MaxPoolGrad follow in BF16. The model carries a
-// function per version, and MaxPool states its indices in the model as in the step (one arity).
+// (passes/opset/standard_op_versions.h) in BF16, and ConvGrad and MaxPoolGrad follow in BF16. The
+// model carries a function per version, and MaxPool states its indices in the model as in the step
+// (one arity).
 TEST(TrainingStep, Bf16CnnRunsConvAndMaxPoolAsAmpcVersionsAndLearns) {
   absl::StatusOr<onnx::ModelProto> model = models::BuildCnn({});
   ASSERT_TRUE(model.ok());

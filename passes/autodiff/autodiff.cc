@@ -1,0 +1,190 @@
+#include "passes/autodiff/autodiff.h"
+
+#include <re2/re2.h>
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "passes/autodiff/gradient_builder.h"
+#include "passes/autodiff/gradient_rules.h"
+#include "passes/opset/standard_op_versions.h"
+
+namespace ampc {
+namespace {
+
+bool IsFloat(int elem_type) {
+  return elem_type == onnx::TensorProto::FLOAT || elem_type == onnx::TensorProto::DOUBLE ||
+         elem_type == onnx::TensorProto::FLOAT16 || elem_type == onnx::TensorProto::BFLOAT16;
+}
+
+// Whether `value` may carry a gradient: a float tensor, or of unknown type.
+bool MayBeFloat(const GraphIndex& index, const std::string& value) {
+  if (value.empty()) return false;
+  const onnx::TypeProto* type = index.Type(value);
+  if (type == nullptr) return true;
+  return type->has_tensor_type() &&
+         (type->tensor_type().elem_type() == 0 || IsFloat(type->tensor_type().elem_type()));
+}
+
+// Default-domain ops and their ai.ampc versions (the same op in BF16) share the gradient rules.
+bool HasStandardRule(const onnx::NodeProto& node) {
+  return node.domain().empty() || node.domain() == "ai.onnx" || IsAmpcVersion(node);
+}
+
+// Whether input `slot` of `node` carries a gradient (ops without a rule: every float input, so
+// that the missing rule is reported).
+bool Differentiable(const GraphIndex& index, const onnx::NodeProto& node, int slot) {
+  if (!MayBeFloat(index, node.input(slot))) return false;
+  if (!HasStandardRule(node)) return true;
+  const GradientRule* rule = FindGradientRule(node.op_type());
+  if (rule == nullptr) return true;
+  return std::find(rule->constant_inputs.begin(), rule->constant_inputs.end(), slot) ==
+         rule->constant_inputs.end();
+}
+
+// Values that reach `loss` through differentiable inputs, `loss` included.
+absl::flat_hash_set<std::string> ReachLoss(const GraphIndex& index, const std::string& loss) {
+  absl::flat_hash_set<std::string> reach = {loss};
+  const auto& nodes = index.graph().node();
+  for (int i = nodes.size() - 1; i >= 0; --i) {
+    const onnx::NodeProto& node = nodes.Get(i);
+    bool on_path = false;
+    for (const std::string& output : node.output()) on_path = on_path || reach.contains(output);
+    if (!on_path) continue;
+    for (int slot = 0; slot < node.input_size(); ++slot) {
+      if (Differentiable(index, node, slot)) reach.insert(node.input(slot));
+    }
+  }
+  return reach;
+}
+
+std::string SumOf(GradientBuilder& builder, const std::vector<std::string>& parts) {
+  if (parts.size() == 1) return parts[0];
+  return builder.Op(parts.size() == 2 ? "Add" : "Sum", parts);
+}
+
+// Declares `grad`, the gradient of forward value `value`, with `value`'s type: runtimes then
+// know it without the schemas of the ai.ampc ops that produce some gradients.
+void DeclareType(onnx::GraphProto& graph, const GraphIndex& forward, const std::string& value,
+                 const std::string& grad, const std::string& seed,
+                 absl::flat_hash_set<std::string>& typed) {
+  const onnx::TypeProto* type = forward.Type(value);
+  if (type == nullptr || grad == seed || !typed.insert(grad).second) return;
+  onnx::ValueInfoProto& info = *graph.add_value_info();
+  info.set_name(grad);
+  *info.mutable_type() = *type;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> TrainableParameters(const GraphIndex& forward,
+                                                             const std::string& loss,
+                                                             const std::string& freeze_regex) {
+  if (forward.Source(loss) == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the loss '", loss, "' is no value of the graph"));
+  }
+  RE2 freeze(freeze_regex.empty() ? "$^" : freeze_regex, RE2::Quiet);
+  if (!freeze.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--freeze='", freeze_regex, "': ", freeze.error()));
+  }
+  const absl::flat_hash_set<std::string> reach = ReachLoss(forward, loss);
+  std::vector<std::string> parameters;
+  for (const onnx::TensorProto& initializer : forward.graph().initializer()) {
+    if (!IsFloat(initializer.data_type()) || !reach.contains(initializer.name())) continue;
+    if (!freeze_regex.empty() && RE2::FullMatch(initializer.name(), freeze)) continue;
+    parameters.push_back(initializer.name());
+  }
+  return parameters;
+}
+
+absl::StatusOr<std::vector<std::string>> AppendGradients(onnx::GraphProto& graph,
+                                                         const GraphIndex& forward,
+                                                         const GradientRequest& request,
+                                                         NameAllocator& names) {
+  const auto& nodes = forward.graph().node();
+  if (graph.node_size() < nodes.size()) {
+    return absl::InternalError("autodiff: the graph does not start with the forward nodes");
+  }
+  const absl::flat_hash_set<std::string> reach = ReachLoss(forward, request.loss);
+  // Each value that depends on a parameter, with the first such parameter (for diagnostics).
+  absl::flat_hash_map<std::string, std::string> depends;
+  for (const std::string& parameter : request.parameters) depends.emplace(parameter, parameter);
+  std::vector<std::string> origin(nodes.size());  // "" for a node no parameter reaches
+  for (int i = 0; i < nodes.size(); ++i) {
+    const onnx::NodeProto& node = nodes.Get(i);
+    for (int slot = 0; slot < node.input_size() && origin[i].empty(); ++slot) {
+      auto it = depends.find(node.input(slot));
+      if (it != depends.end() && Differentiable(forward, node, slot)) origin[i] = it->second;
+    }
+    if (origin[i].empty()) continue;
+    for (const std::string& output : node.output()) {
+      if (MayBeFloat(forward, output)) depends.emplace(output, origin[i]);
+    }
+  }
+
+  GradientBuilder builder(graph, names, forward);
+  absl::flat_hash_set<std::string> typed;  // gradients given a value_info
+  absl::flat_hash_map<std::string, std::vector<std::string>> partials;
+  partials[request.loss].push_back(request.seed);
+  for (int i = nodes.size() - 1; i >= 0; --i) {
+    const onnx::NodeProto& node = nodes.Get(i);
+    if (origin[i].empty()) continue;
+    std::vector<std::string> output_grads;
+    bool any = false;
+    builder.SetPrefix(node.name().empty() ? absl::StrCat("#", i) : node.name());
+    for (const std::string& output : node.output()) {
+      auto it = partials.find(output);
+      const bool has = it != partials.end() && depends.contains(output) && reach.contains(output);
+      output_grads.push_back(has ? SumOf(builder, it->second) : "");
+      any = any || has;
+    }
+    if (!any) continue;
+    const std::string description = forward.Describe(node);
+    const GradientRule* rule = HasStandardRule(node) ? FindGradientRule(node.op_type()) : nullptr;
+    if (rule == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("autodiff: ", description, " has no gradient rule; it is on the path from '",
+                       origin[i], "' to the loss '", request.loss, "'"));
+    }
+    std::vector<bool> needs_grad(node.input_size());
+    for (int slot = 0; slot < node.input_size(); ++slot) {
+      needs_grad[slot] = depends.contains(node.input(slot)) && reach.contains(node.input(slot)) &&
+                         Differentiable(forward, node, slot);
+    }
+    GradientContext context(*graph.mutable_node(i), description, builder, std::move(output_grads),
+                            needs_grad);
+    if (absl::Status s = rule->emit(context); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("autodiff: ", s.message()));
+    }
+    for (int slot = 0; slot < node.input_size(); ++slot) {
+      const std::string& grad = context.input_grads()[slot];
+      if (needs_grad[slot] && grad.empty()) {
+        return absl::InternalError(absl::StrCat("autodiff: ", description,
+                                                ": the rule gave no gradient for input ", slot));
+      }
+      if (!needs_grad[slot]) continue;
+      partials[node.input(slot)].push_back(grad);
+      DeclareType(graph, forward, node.input(slot), grad, request.seed, typed);
+    }
+  }
+
+  std::vector<std::string> gradients;
+  for (const std::string& parameter : request.parameters) {
+    auto it = partials.find(parameter);
+    if (it == partials.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("autodiff: the loss '", request.loss,
+                                                     "' does not depend on '", parameter,
+                                                     "' through any input with a gradient"));
+    }
+    builder.SetPrefix(parameter);
+    gradients.push_back(SumOf(builder, it->second));
+    DeclareType(graph, forward, parameter, gradients.back(), request.seed, typed);
+  }
+  return gradients;
+}
+
+}  // namespace ampc
