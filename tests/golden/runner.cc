@@ -1,6 +1,9 @@
 // Runs golden tests: builds the input model from ONNX text, runs the real `ampc` binary on it, and
-// compares exit code, stderr lines and the canonical text of the result with the expectations.
+// compares exit code, stderr lines and the canonical text of the result with the expectations
+// (all of it for `=== output`, the lines of `=== check` in order; see golden_case.h).
 //   golden_runner --ampc=PATH [--update] FILE.test...
+// --update rewrites exit, stderr and output from what ampc does now; check lines are written by
+// hand, so it keeps them and fails when they no longer hold.
 #include <onnx/defs/parser.h>
 
 #include <cstdio>
@@ -99,7 +102,10 @@ std::string Compare(const GoldenCase& golden, const Outcome& outcome, const fs::
   if (!outcome.leftovers.empty()) {
     absl::StrAppend(&failures, "a failed run left files behind: ", outcome.leftovers, "\n");
   }
-  if (outcome.output != golden.output) {
+  if (!golden.checks.empty()) {
+    const std::string missed = MatchChecks(golden.checks, golden.check_line, outcome.output);
+    if (!missed.empty()) absl::StrAppend(&failures, "checks fail: ", missed);
+  } else if (outcome.output != golden.output) {
     absl::StrAppend(&failures, "output differs:\n", Diff(golden.output, outcome.output, dir));
   }
   if (!failures.empty()) absl::StrAppend(&failures, "stderr was:\n", outcome.stderr_text);
@@ -131,9 +137,14 @@ bool RunFile(const std::string& ampc, const fs::path& file, bool update) {
   if (ok && update) {
     golden->exit_code = outcome->exit_code;
     golden->stderr_lines = ExpectedStderr(*outcome);
-    golden->output = outcome->output;
+    if (golden->checks.empty()) golden->output = outcome->output;
     WriteFile(file, FormatGoldenCase(*golden));
     std::cout << "updated " << file.string() << "\n";
+    if (!golden->checks.empty()) {
+      const std::string missed = MatchChecks(golden->checks, golden->check_line, outcome->output);
+      ok = missed.empty();
+      if (!ok) std::cout << "FAIL " << file.string() << ": checks fail: " << missed;
+    }
   } else if (ok) {
     const std::string failures = Compare(*golden, *outcome, dir);
     ok = failures.empty();
