@@ -4,21 +4,19 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <initializer_list>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/parallel_for.h"
 #include "kernels/cpu/reduce_common.h"
-#include "runtime/cpu_backend.h"
-#include "runtime/dtype.h"
-#include "runtime/kernel.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
+#include "runtime/core/dtype.h"
+#include "runtime/core/kernel.h"
 
 namespace ampc::grad {
 
 inline constexpr char kDomain[] = "ai.ampc";
-inline constexpr int64_t kGrain = 16384;  // elements of work per parallel chunk, about
 
 // Whether the node names output i (an omitted optional output is not computed).
 inline bool Wants(const KernelContext& context, int i) {
@@ -94,12 +92,6 @@ absl::Status Store(KernelContext& context, int i, const Shape& shape, const std:
   T* p = out->data<T>();
   for (size_t j = 0; j < v.size(); ++j) p[j] = Compute<T>::Store(v[j]);
   return absl::OkStatus();
-}
-
-inline void ParallelFor(const KernelContext& context, int64_t n, int64_t work_per_item,
-                        const std::function<void(int64_t, int64_t)>& fn) {
-  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(1, work_per_item));
-  CpuOf(context.backend()).pool().ParallelFor(n, grain, fn);
 }
 
 }  // namespace ampc::grad

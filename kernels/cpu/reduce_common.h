@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <span>
 #include <type_traits>
@@ -14,13 +13,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "runtime/cpu_backend.h"
-#include "runtime/kernel.h"
-#include "runtime/status_macros.h"
+#include "kernels/cpu/parallel_for.h"
+#include "passes/graph/status_macros.h"
+#include "runtime/core/kernel.h"
 
 namespace ampc::reduce {
-
-inline constexpr int64_t kGrain = 16384;  // elements of work per parallel chunk, about
 
 // The type sums of T accumulate in: float for FP16/BF16/FP32, double for FP64, 64-bit integers
 // for integers.
@@ -189,11 +186,8 @@ inline absl::StatusOr<int64_t> ReadScalarInt(const KernelContext& context, const
   return (*values)[0];
 }
 
-inline void ParallelFor(const KernelContext& context, int64_t n, int64_t work_per_item,
-                        const std::function<void(int64_t, int64_t)>& fn) {
-  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(1, work_per_item));
-  CpuOf(context.backend()).pool().ParallelFor(n, grain, fn);
-}
+// parallel_for.h's, here too: linalg_col2im.h calls it as reduce::ParallelFor.
+using ::ampc::ParallelFor;
 
 inline absl::Status UnsupportedType(const KernelContext& context) {
   return NodeError(context, absl::StrCat("element type ", DTypeName(context.in(0).dtype()),
