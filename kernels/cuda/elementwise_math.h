@@ -16,8 +16,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cpu/integer_pow.h"
-#include "kernels/cuda/num.h"
+#include "kernels/numerics/integer_pow.h"
+#include "kernels/numerics/num.h"
 
 namespace ampc::cuda {
 

@@ -5,8 +5,10 @@
 #include <vector>
 
 #include "kernels/cuda/scaler.h"
-#include "kernels/cuda/scaler_math.h"
-#include "runtime/lr_schedule.h"
+#include "kernels/numerics/float16.h"
+#include "kernels/numerics/lr_schedule.h"
+#include "kernels/numerics/rounded.h"
+#include "kernels/numerics/scaler_math.h"
 
 namespace ampc::cuda {
 namespace {
@@ -131,12 +133,12 @@ struct FloatIn {
 struct HalfIn {
   using T = uint16_t;
   __device__ static bool NonFinite(uint16_t x) { return math::NonFiniteHalf(x); }
-  __device__ static float Widen(uint16_t x) { return HalfBitsToFloat(x); }
+  __device__ static float Widen(uint16_t x) { return HalfToFloat(x); }
 };
 struct BFloat16In {
   using T = uint16_t;
   __device__ static bool NonFinite(uint16_t x) { return math::NonFiniteBFloat16(x); }
-  __device__ static float Widen(uint16_t x) { return BFloat16BitsToFloat(x); }
+  __device__ static float Widen(uint16_t x) { return BFloat16ToFloat(x); }
 };
 struct DoubleIn {
   using T = double;
@@ -149,13 +151,13 @@ struct DoubleIn {
 __device__ double BlockSum(double x) {
   __shared__ double warp_sums[kThreads / 32];
   for (int offset = 16; offset > 0; offset /= 2) {
-    x = Add(x, __shfl_down_sync(0xffffffffu, x, offset));
+    x = rounded::Add(x, __shfl_down_sync(0xffffffffu, x, offset));
   }
   if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = x;
   __syncthreads();
   double total = 0.0;
   if (threadIdx.x == 0) {
-    for (int w = 0; w < kThreads / 32; ++w) total = Add(total, warp_sums[w]);
+    for (int w = 0; w < kThreads / 32; ++w) total = rounded::Add(total, warp_sums[w]);
   }
   return total;
 }
@@ -176,7 +178,7 @@ __device__ void UnscaleChunk(const void* grad, float* out, const Chunk& c, float
     found = found || In::NonFinite(x);
     const float u = math::Unscale(In::Widen(x), inv);
     if (out != nullptr) out[k] = u;
-    sum = Add(sum, math::Square(u));
+    sum = rounded::Add(sum, math::Square(u));
   }
 }
 
@@ -215,7 +217,7 @@ __global__ void __launch_bounds__(kThreads)
   double sum = 0.0;
   bool any = false;
   for (int64_t p = threadIdx.x; p < n; p += kThreads) {
-    sum = Add(sum, partials[p].sum_of_squares);
+    sum = rounded::Add(sum, partials[p].sum_of_squares);
     any = any || partials[p].found != 0;
   }
   any = __syncthreads_or(any ? 1 : 0) != 0;
@@ -234,7 +236,7 @@ __global__ void __launch_bounds__(kThreads)
   float* out = static_cast<float*>(t.ptr[1][c.tensor]);
   const float coef = math::ClipCoefficient(*norm_slot, max_norm);
   for (int64_t k = c.begin + threadIdx.x; k < c.end; k += blockDim.x) {
-    out[k] = Multiply(out[k], coef);
+    out[k] = rounded::Multiply(out[k], coef);
   }
 }
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "kernels/cuda/elem_type.h"
-#include "kernels/cuda/scaler_math.h"
+#include "kernels/numerics/scaler_math.h"
 
 namespace ampc::cuda {
 
@@ -55,7 +55,7 @@ cudaError_t UpdateScale(const float* d_scale, const int64_t* d_tracker,
                         cudaStream_t stream);
 
 // The runtime's LearningRate in one thread: *d_rate_out = DecodedLearningRate(d_words, *d_step)
-// (runtime/lr_schedule.h; d_words holds kRateWords doubles).
+// (kernels/numerics/lr_schedule.h; d_words holds kRateWords doubles).
 cudaError_t LearningRate(const double* d_words, const int64_t* d_step, float* d_rate_out,
                          cudaStream_t stream);
 

@@ -1,8 +1,9 @@
 // The CUDA elementwise math (kernels/cuda/elementwise_math.h) run on the host against the CPU
-// backend: FP16/BF16 conversions against kernels/cpu/half.h, Cast (cast_math.h) against math_cast.h
-// for every pair of types, and every binary and unary op against the CPU kernel, run through a
-// Session on the same inputs (special values crossed with each other, then random ones). Bits must
-// be equal (any NaN for a NaN); Exp, Log, Tanh, Erf, Sigmoid and float Pow, evaluated in double,
+// backend: Num<T>'s FP16/BF16 loads and stores against kernels/numerics/half.h, Cast
+// (kernels/numerics/cast_math.h, as the CUDA kernels apply it) against the CPU's Cast kernel for
+// every pair of types, and every binary and unary op against the CPU kernel, run through a Session
+// on the same inputs (special values crossed with each other, then random ones). Bits must be
+// equal (any NaN for a NaN); Exp, Log, Tanh, Erf, Sigmoid and float Pow, evaluated in double,
 // may be two ulp off glibc's float functions (which are the less accurate: see elementwise_math.h).
 #include <gtest/gtest.h>
 
@@ -18,11 +19,10 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/half.h"
-#include "kernels/cpu/math_cast.h"
-#include "kernels/cuda/cast_math.h"
 #include "kernels/cuda/elementwise_math.h"
-#include "runtime/cpu_backend.h"
+#include "kernels/numerics/cast_math.h"
+#include "kernels/numerics/half.h"
+#include "runtime/core/cpu_backend.h"
 #include "runtime/session.h"
 #include "tests/support/model_text.h"
 
@@ -31,22 +31,21 @@ namespace {
 
 template <typename T>
 struct TypeInfo;
-#define AMPC_TYPE_INFO(T, CPU, DTYPE, NAME)       \
+#define AMPC_TYPE_INFO(T, DTYPE, NAME)            \
   template <>                                     \
   struct TypeInfo<T> {                            \
-    using Cpu = CPU;                              \
     static constexpr DType kDType = DType::DTYPE; \
     static constexpr const char* kName = NAME;    \
   }
-AMPC_TYPE_INFO(float, float, kFloat, "float");
-AMPC_TYPE_INFO(F16, Half, kFloat16, "float16");
-AMPC_TYPE_INFO(BF16, BFloat16, kBFloat16, "bfloat16");
-AMPC_TYPE_INFO(double, double, kDouble, "double");
-AMPC_TYPE_INFO(int8_t, int8_t, kInt8, "int8");
-AMPC_TYPE_INFO(uint8_t, uint8_t, kUint8, "uint8");
-AMPC_TYPE_INFO(int32_t, int32_t, kInt32, "int32");
-AMPC_TYPE_INFO(int64_t, int64_t, kInt64, "int64");
-AMPC_TYPE_INFO(bool, bool, kBool, "bool");
+AMPC_TYPE_INFO(float, kFloat, "float");
+AMPC_TYPE_INFO(F16, kFloat16, "float16");
+AMPC_TYPE_INFO(BF16, kBFloat16, "bfloat16");
+AMPC_TYPE_INFO(double, kDouble, "double");
+AMPC_TYPE_INFO(int8_t, kInt8, "int8");
+AMPC_TYPE_INFO(uint8_t, kUint8, "uint8");
+AMPC_TYPE_INFO(int32_t, kInt32, "int32");
+AMPC_TYPE_INFO(int64_t, kInt64, "int64");
+AMPC_TYPE_INFO(bool, kBool, "bool");
 #undef AMPC_TYPE_INFO
 
 // Values are kept as their storage bytes (bool as one byte: std::vector<bool> packs bits).
@@ -277,11 +276,14 @@ void ForTypes(Fn&& fn) {
 #define AMPC_NUMERIC float, F16, BF16, double, int8_t, uint8_t, int32_t, int64_t
 #define AMPC_FLOATS float, F16, BF16, double
 
+// The CUDA kernels' storage types are the CPU's (one conversion for both backends).
+static_assert(std::is_same_v<F16, Half> && std::is_same_v<BF16, BFloat16>);
+
 TEST(CudaElementwiseMathTest, HalfAndBFloat16LoadEqualsHalfH) {
   for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
     const uint16_t h = static_cast<uint16_t>(bits);
-    ASSERT_EQ(BitCast<uint32_t>(HalfBitsToFloat(h)), BitCast<uint32_t>(ampc::HalfToFloat(h)));
-    ASSERT_EQ(BitCast<uint32_t>(BFloat16BitsToFloat(h)),
+    ASSERT_EQ(BitCast<uint32_t>(Num<F16>::Load(F16{h})), BitCast<uint32_t>(ampc::HalfToFloat(h)));
+    ASSERT_EQ(BitCast<uint32_t>(Num<BF16>::Load(BF16{h})),
               BitCast<uint32_t>(ampc::BFloat16ToFloat(h)));
   }
 }
@@ -290,39 +292,38 @@ TEST(CudaElementwiseMathTest, HalfAndBFloat16StoreEqualsHalfH) {
   // Every 251st float pattern (both signs, every exponent, NaNs) plus the specials.
   for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 251) {
     const float f = BitCast<float>(static_cast<uint32_t>(bits));
-    ASSERT_EQ(FloatToHalfBits(f), ampc::FloatToHalf(f)) << std::hex << bits;
-    ASSERT_EQ(FloatToBFloat16Bits(f), ampc::FloatToBFloat16(f)) << std::hex << bits;
+    ASSERT_EQ(Num<F16>::Store(f).bits, ampc::FloatToHalf(f)) << std::hex << bits;
+    ASSERT_EQ(Num<BF16>::Store(f).bits, ampc::FloatToBFloat16(f)) << std::hex << bits;
   }
   for (float f : Specials<float>()) {
-    EXPECT_EQ(FloatToHalfBits(f), ampc::FloatToHalf(f)) << f;
-    EXPECT_EQ(FloatToBFloat16Bits(f), ampc::FloatToBFloat16(f)) << f;
+    EXPECT_EQ(Num<F16>::Store(f).bits, ampc::FloatToHalf(f)) << f;
+    EXPECT_EQ(Num<BF16>::Store(f).bits, ampc::FloatToBFloat16(f)) << f;
   }
 }
 
+// ConvertElement element by element, as the CUDA Cast kernel applies it, against the CPU's Cast
+// kernel through a Session.
 template <typename From, typename To>
 void ExpectCastMatchesCpu() {
-  using CpuFrom = typename TypeInfo<From>::Cpu;
-  using CpuTo = typename TypeInfo<To>::Cpu;
+  SCOPED_TRACE(std::string(TypeInfo<From>::kName) + " -> " + TypeInfo<To>::kName);
   Column<From> values = Specials<From>();
   std::mt19937_64 rng(3);
   for (int i = 0; i < 5000; ++i) values.push_back(Random<From>(rng));
+  const Column<To> cpu =
+      RunCpu<To>("Cast", "<to = " + std::to_string(static_cast<int>(TypeInfo<To>::kDType)) + ">",
+                 {MakeTensor<From>(values)});
+  ASSERT_EQ(cpu.size(), values.size());
   int failures = 0;
-  for (const Cell<From>& v : values) {
-    const Cell<To> ours = static_cast<Cell<To>>(ConvertElement<From, To>(Value<From>(v)));
-    CpuFrom cpu_in;
-    std::memcpy(&cpu_in, &v, sizeof(cpu_in));
-    const CpuTo cpu_out = ampc::ConvertElement<CpuFrom, CpuTo>(cpu_in);
-    if (std::memcmp(&ours, &cpu_out, sizeof(CpuTo)) != 0 && failures++ < 10) {
-      Cell<To> expected;
-      std::memcpy(&expected, &cpu_out, sizeof(CpuTo));
-      ADD_FAILURE() << TypeInfo<From>::kName << " -> " << TypeInfo<To>::kName << " of "
-                    << Show<From>(v) << ": ours " << Show<To>(ours) << ", cpu "
-                    << Show<To>(expected);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const Cell<To> ours = static_cast<Cell<To>>(ConvertElement<From, To>(Value<From>(values[i])));
+    if (std::memcmp(&ours, &cpu[i], sizeof(Cell<To>)) != 0 && failures++ < 10) {
+      ADD_FAILURE() << "of " << Show<From>(values[i]) << ": ours " << Show<To>(ours) << ", cpu "
+                    << Show<To>(cpu[i]);
     }
   }
 }
 
-TEST(CudaElementwiseMathTest, CastEqualsCpuConvertElementForEveryTypePair) {
+TEST(CudaElementwiseMathTest, CastEqualsTheCpuCastKernelForEveryTypePair) {
   ForTypes<AMPC_NUMERIC, bool>([](auto* from) {
     using From = std::remove_pointer_t<decltype(from)>;
     ForTypes<AMPC_NUMERIC, bool>([](auto* to) {

@@ -11,15 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/half.h"
-#include "kernels/cuda/scaler_math.h"
+#include "kernels/numerics/half.h"
+#include "kernels/numerics/scaler_math.h"
 #include "tests/support/tensors.h"
 
 #ifdef AMPC_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "kernels/cuda/device.h"
 #include "kernels/cuda/scaler.h"
+#include "runtime/core/cuda_device.h"
 #endif
 
 namespace ampc {
@@ -78,9 +78,9 @@ struct HostGradient {
   float Widened(int64_t i) const {
     switch (type) {
       case ElemType::kFloat16:
-        return cuda::HalfBitsToFloat(Get<uint16_t>(i));
+        return HalfToFloat(Get<uint16_t>(i));
       case ElemType::kBFloat16:
-        return cuda::BFloat16BitsToFloat(Get<uint16_t>(i));
+        return BFloat16ToFloat(Get<uint16_t>(i));
       case ElemType::kDouble:
         return math::ToFloat(Get<double>(i));
       default:
@@ -208,7 +208,7 @@ TEST_F(CudaScalerTest, ClipMultipliesByTheCoefficientOfTheGpuNorm) {
   for (size_t t = 0; t < grads.size(); ++t) {
     std::vector<float> want(grads[t].count);
     for (int64_t i = 0; i < grads[t].count; ++i) {
-      want[i] = cuda::Multiply(math::Unscale(grads[t].Widened(i), inv), coef);
+      want[i] = rounded::Multiply(math::Unscale(grads[t].Widened(i), inv), coef);
     }
     ExpectBits(r.u[t], want, "gradient " + std::to_string(t));
   }

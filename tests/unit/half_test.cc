@@ -1,4 +1,4 @@
-#include "kernels/cpu/half.h"
+#include "kernels/numerics/half.h"
 
 #include <gtest/gtest.h>
 

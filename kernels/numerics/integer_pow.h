@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cuda/host_device.h"
+#include "kernels/numerics/host_device.h"
 
 namespace ampc::integer_pow {
 

@@ -3,15 +3,15 @@
 // operation. Every float and double operation goes through a rounded intrinsic on the device so
 // that nvcc cannot contract a multiply and an add into an FMA (one rounding instead of two would
 // break bit-for-bit agreement with the CPU). Plain C++17: includable by g++ and nvcc alike.
-#ifndef AMPC_KERNELS_CUDA_SCALER_MATH_H_
-#define AMPC_KERNELS_CUDA_SCALER_MATH_H_
+#ifndef AMPC_KERNELS_NUMERICS_SCALER_MATH_H_
+#define AMPC_KERNELS_NUMERICS_SCALER_MATH_H_
 
 #include <math.h>
 
 #include <cfloat>
 #include <cstdint>
 
-#include "kernels/cuda/num.h"
+#include "kernels/numerics/num.h"
 
 namespace ampc::cuda::math {
 
@@ -228,4 +228,4 @@ AMPC_HD inline AdamElementResult AdamElement(const AdamScalars& s, float p, floa
 
 }  // namespace ampc::cuda::math
 
-#endif  // AMPC_KERNELS_CUDA_SCALER_MATH_H_
+#endif  // AMPC_KERNELS_NUMERICS_SCALER_MATH_H_
