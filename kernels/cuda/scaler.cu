@@ -131,14 +131,14 @@ struct FloatIn {
   __device__ static float Widen(float x) { return x; }
 };
 struct HalfIn {
-  using T = uint16_t;
-  __device__ static bool NonFinite(uint16_t x) { return math::NonFiniteHalf(x); }
-  __device__ static float Widen(uint16_t x) { return HalfToFloat(x); }
+  using T = Half;
+  __device__ static bool NonFinite(Half x) { return math::NonFinite(x); }
+  __device__ static float Widen(Half x) { return HalfToFloat(x.bits); }
 };
 struct BFloat16In {
-  using T = uint16_t;
-  __device__ static bool NonFinite(uint16_t x) { return math::NonFiniteBFloat16(x); }
-  __device__ static float Widen(uint16_t x) { return BFloat16ToFloat(x); }
+  using T = BFloat16;
+  __device__ static bool NonFinite(BFloat16 x) { return math::NonFinite(x); }
+  __device__ static float Widen(BFloat16 x) { return BFloat16ToFloat(x.bits); }
 };
 struct DoubleIn {
   using T = double;

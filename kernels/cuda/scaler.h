@@ -1,8 +1,8 @@
 // The loss-scaling stage and the optimizers on the GPU, as multi-tensor kernels: each launch
 // walks a table of tensors in fixed-size chunks, one chunk per thread block (as apex's and
 // PyTorch's multi_tensor_apply). Every flag, scale, learning rate and step is read from device
-// memory, so a step never waits for the host. The per-element arithmetic is scaler_math.h's, the
-// CPU kernels' (kernels/cpu/scaler_kernels.cc) operation for operation.
+// memory, so a step never waits for the host. The per-element arithmetic is
+// kernels/numerics/scaler_math.h's, as in the CPU kernels (kernels/cpu/scaler_kernels.cc).
 //
 // Pointers are device pointers; every launch is asynchronous on `stream`; the result is the first
 // launch error (cudaErrorInvalidValue for malformed arguments, before anything is launched).
@@ -20,6 +20,8 @@
 #include "kernels/numerics/scaler_math.h"
 
 namespace ampc::cuda {
+
+namespace math = ::ampc::scaler_math;  // the formulas the kernels apply
 
 // `count` elements of `type` (FP32, FP16, BF16 or FP64) at `data`.
 struct GradientRef {

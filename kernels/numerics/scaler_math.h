@@ -1,8 +1,9 @@
-// Per-element arithmetic of the ai.ampc loss-scaling stage and optimizers, shared by the CUDA
-// kernels (scaler.cu) and host tests: kernels/cpu/scaler_kernels.cc's formulas, operation for
-// operation. Every float and double operation goes through a rounded intrinsic on the device so
-// that nvcc cannot contract a multiply and an add into an FMA (one rounding instead of two would
-// break bit-for-bit agreement with the CPU). Plain C++17: includable by g++ and nvcc alike.
+// Per-element arithmetic of the ai.ampc loss-scaling stage and optimizers: the one copy of the
+// formulas the CPU kernels (kernels/cpu/scaler_kernels.cc) and the CUDA kernels (scaler.cu) both
+// apply, operation for operation. Every float and double operation is rounded.h's, a rounded
+// intrinsic on the device, so that nvcc cannot contract a multiply and an add into an FMA (one
+// rounding instead of two would break bit-for-bit agreement between the backends). Plain C++17:
+// includable by g++ and nvcc alike.
 #ifndef AMPC_KERNELS_NUMERICS_SCALER_MATH_H_
 #define AMPC_KERNELS_NUMERICS_SCALER_MATH_H_
 
@@ -11,11 +12,18 @@
 #include <cfloat>
 #include <cstdint>
 
-#include "kernels/numerics/num.h"
+#include "kernels/numerics/float16.h"
+#include "kernels/numerics/host_device.h"
+#include "kernels/numerics/rounded.h"
 
-namespace ampc::cuda::math {
+namespace ampc::scaler_math {
 
-// ---- rounded arithmetic (num.h's Add, Subtract, Multiply, Divide and these) ----
+// ---- rounded arithmetic (rounded.h's and these) ----
+
+using rounded::Add;
+using rounded::Divide;
+using rounded::Multiply;
+using rounded::Subtract;
 
 AMPC_HD inline float Sqrt(float a) {
 #ifdef __CUDA_ARCH__
@@ -49,7 +57,7 @@ AMPC_HD inline float ToFloat(double a) {
 AMPC_HD inline float Min(float a, float b) { return b < a ? b : a; }
 AMPC_HD inline float Max(float a, float b) { return a < b ? b : a; }
 
-// ---- storage types: non-finite tests on the bits (widening: num.h) ----
+// ---- storage types: non-finite tests on the bits (widening: float16.h) ----
 
 // An all-ones exponent is inf or NaN, for each storage type.
 AMPC_HD inline bool NonFinite(float x) {
@@ -58,8 +66,8 @@ AMPC_HD inline bool NonFinite(float x) {
 AMPC_HD inline bool NonFinite(double x) {
   return (BitCast<uint64_t>(x) & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
 }
-AMPC_HD inline bool NonFiniteHalf(uint16_t bits) { return (bits & 0x7c00u) == 0x7c00u; }
-AMPC_HD inline bool NonFiniteBFloat16(uint16_t bits) { return (bits & 0x7f80u) == 0x7f80u; }
+AMPC_HD inline bool NonFinite(Half x) { return (x.bits & 0x7c00u) == 0x7c00u; }
+AMPC_HD inline bool NonFinite(BFloat16 x) { return (x.bits & 0x7f80u) == 0x7f80u; }
 
 // ---- CheckFinite / UnscaleClip ----
 
@@ -86,7 +94,7 @@ AMPC_HD inline float ClipCoefficient(float norm, float max_norm) {
 
 // ---- UpdateScale (docs/training-design.md, "The scale update rule") ----
 
-// The node's attributes, with the CPU kernel's defaults.
+// The node's attributes, each with its default.
 struct ScaleAttrs {
   bool dynamic = true;
   int64_t hysteresis = 1;
@@ -226,6 +234,6 @@ AMPC_HD inline AdamElementResult AdamElement(const AdamScalars& s, float p, floa
   return r;
 }
 
-}  // namespace ampc::cuda::math
+}  // namespace ampc::scaler_math
 
 #endif  // AMPC_KERNELS_NUMERICS_SCALER_MATH_H_

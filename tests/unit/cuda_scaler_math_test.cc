@@ -19,7 +19,7 @@
 namespace ampc {
 namespace {
 
-namespace math = cuda::math;
+namespace math = scaler_math;
 
 using testing::Bool;
 using testing::Floats;
@@ -70,9 +70,9 @@ float Widened(const Tensor& g, int64_t i) {
 bool NonFiniteAt(const Tensor& g, int64_t i) {
   switch (g.dtype()) {
     case DType::kFloat16:
-      return math::NonFiniteHalf(g.data<Half>()[i].bits);
+      return math::NonFinite(g.data<Half>()[i]);
     case DType::kBFloat16:
-      return math::NonFiniteBFloat16(g.data<BFloat16>()[i].bits);
+      return math::NonFinite(g.data<BFloat16>()[i]);
     default:
       return math::NonFinite(g.data<float>()[i]);
   }
@@ -84,8 +84,8 @@ bool NonFiniteAt(const Tensor& g, int64_t i) {
 TEST(CudaScalerMathTest, NonFiniteTestsMatchIsFiniteOnEvery16BitPattern) {
   for (uint32_t b = 0; b <= 0xffff; ++b) {
     const uint16_t bits = static_cast<uint16_t>(b);
-    ASSERT_EQ(math::NonFiniteHalf(bits), !std::isfinite(HalfToFloat(bits))) << std::hex << b;
-    ASSERT_EQ(math::NonFiniteBFloat16(bits), !std::isfinite(BFloat16ToFloat(bits)))
+    ASSERT_EQ(math::NonFinite(Half{bits}), !std::isfinite(HalfToFloat(bits))) << std::hex << b;
+    ASSERT_EQ(math::NonFinite(BFloat16{bits}), !std::isfinite(BFloat16ToFloat(bits)))
         << std::hex << b;
   }
 }

@@ -26,7 +26,7 @@ namespace ampc {
 namespace {
 
 #ifdef AMPC_HAVE_CUDA
-namespace math = cuda::math;
+namespace math = scaler_math;
 using cuda::ElemType;
 using testing::PseudoFloats;
 
