@@ -29,7 +29,7 @@
 #include "compiler/run_limits.h"
 #include "compiler/train_flags.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "passes/training_state.h"
+#include "passes/training/training_state.h"
 #include "passes/verify_input.h"
 #include "runtime/data_readers.h"
 #include "runtime/device.h"

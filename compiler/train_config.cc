@@ -14,7 +14,7 @@
 #include "compiler/exit_codes.h"
 #include "compiler/json_file.h"
 #include "compiler/lr_schedule.h"
-#include "passes/param_groups.h"
+#include "passes/training/param_groups.h"
 
 ABSL_FLAG(std::string, train_config, "",
           "--train: JSON file of parameter groups, the LR schedule and the scaler's settings.");

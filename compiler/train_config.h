@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "passes/training_options.h"
+#include "passes/training/training_options.h"
 
 namespace ampc {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "passes/training_options.h"
+#include "passes/training/training_options.h"
 
 namespace ampc {
 

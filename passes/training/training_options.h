@@ -13,7 +13,7 @@ struct TrainingOptions {
 
   // The optimizer of a parameter group of --train-config (docs/training.md): every field is
   // resolved (what the file leaves out comes from the command line), but weight_decay < 0, which
-  // is the group optimizer's default (passes/param_groups.h).
+  // is the group optimizer's default (passes/training/param_groups.h).
   struct Group {
     std::string params;  // RE2, full match on the parameter's name
     std::string where;   // for messages: "FILE: groups[i]"

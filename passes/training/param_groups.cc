@@ -1,4 +1,4 @@
-#include "passes/param_groups.h"
+#include "passes/training/param_groups.h"
 
 #include <re2/re2.h>
 

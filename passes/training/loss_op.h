@@ -5,7 +5,8 @@
 //   mse:OUTPUT            a new input `target` of OUTPUT's type and shape and
 //                         loss = ReduceMean((OUTPUT - target)^2) over every axis;
 // both computed in FP32 (a Cast first when the value is not). The loss is named `loss`, or the
-// first free `loss_N`; it becomes a graph output and context.training.loss.
+// first free `loss_N`; it becomes a graph output and context.loss (the loss the training step
+// trains).
 #pragma once
 
 #include <string>
@@ -27,10 +28,15 @@ absl::StatusOr<LossOpSpec> ParseLossOp(std::string_view text);
 
 class LossOp : public Pass {
  public:
+  // `text`: --loss-op (empty: the pass does nothing).
+  explicit LossOp(std::string text) : text_(std::move(text)) {}
   absl::string_view Name() const override { return "loss-op"; }
-  // Does nothing unless context.training.loss_op is set. Errors name the file and the value: no
-  // such value, not a float tensor, LOGITS not of rank 2, `labels`/`target` already taken.
-  absl::StatusOr<bool> Run(ModelContext& context) override;
+  // Sets context.loss to the loss it adds. Errors name the file and the value: no such value,
+  // not a float tensor, LOGITS not of rank 2, `labels`/`target` already taken.
+  absl::StatusOr<PassResult> Run(ModelContext& context) override;
+
+ private:
+  const std::string text_;
 };
 
 }  // namespace ampc

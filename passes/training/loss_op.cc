@@ -1,14 +1,14 @@
-#include "passes/loss_op.h"
+#include "passes/training/loss_op.h"
 
 #include <onnx/defs/attr_proto_util.h>
 
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "passes/graph_index.h"
+#include "passes/graph/graph_index.h"
+#include "passes/graph/name_allocator.h"
 #include "passes/infer_types.h"
-#include "passes/name_allocator.h"
-#include "passes/training_state.h"
+#include "passes/training/training_state.h"
 
 namespace ampc {
 namespace {
@@ -84,8 +84,8 @@ absl::StatusOr<LossOpSpec> ParseLossOp(std::string_view text) {
                                                  ": expected cross_entropy:LOGITS or mse:OUTPUT"));
 }
 
-absl::StatusOr<bool> LossOp::Run(ModelContext& context) {
-  const std::string& text = context.training.loss_op;
+absl::StatusOr<PassResult> LossOp::Run(ModelContext& context) {
+  const std::string& text = text_;
   if (text.empty()) return false;
   absl::StatusOr<LossOpSpec> spec = ParseLossOp(text);
   if (!spec.ok()) return spec.status();
@@ -130,7 +130,7 @@ absl::StatusOr<bool> LossOp::Run(ModelContext& context) {
   }
   *graph.add_output() = TensorValue(loss, kFloat, {});
   if (absl::Status s = InferTypesKeepingIo(context.model, context.file); !s.ok()) return s;
-  context.training.loss = loss;
+  context.loss = loss;
   return true;
 }
 

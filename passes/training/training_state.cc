@@ -1,4 +1,4 @@
-#include "passes/training_state.h"
+#include "passes/training/training_state.h"
 
 #include <onnx/defs/attr_proto_util.h>
 
@@ -7,6 +7,73 @@
 namespace ampc {
 
 std::string NextName(const std::string& state) { return absl::StrCat(state, ".ampc.next"); }
+
+std::vector<std::string> MomentNames(const ParamGroup& group, const std::string& p) {
+  if (UsesAdam(group)) return {p + ".ampc.m", p + ".ampc.v"};
+  if (group.optimizer == TrainingOptions::Optimizer::kMomentum) return {p + ".ampc.momentum"};
+  return {};
+}
+
+std::string AccumulatorName(const std::string& p) { return p + ".ampc.acc"; }
+
+const std::string* MetadataValue(const onnx::ModelProto& model, const std::string& key) {
+  for (const onnx::StringStringEntryProto& entry : model.metadata_props()) {
+    if (entry.key() == key) return &entry.value();
+  }
+  return nullptr;
+}
+
+std::vector<int64_t> StaticDims(const onnx::TypeProto& type) {
+  std::vector<int64_t> dims;
+  for (const auto& dim : type.tensor_type().shape().dim()) dims.push_back(dim.dim_value());
+  return dims;
+}
+
+absl::StatusOr<std::vector<StateItem>> StepState(const GraphIndex& index,
+                                                 const std::vector<std::string>& params,
+                                                 const std::vector<ParamGroup>& groups,
+                                                 const TrainingOptions& options, float init_scale) {
+  constexpr int kFloat = onnx::TensorProto::FLOAT;
+  constexpr int kInt64 = onnx::TensorProto::INT64;
+  std::vector<StateItem> state;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string& p = params[i];
+    const onnx::TypeProto* type = index.Type(p);
+    const std::vector<int64_t> dims = StaticDims(*type);
+    if (type->tensor_type().elem_type() != kFloat) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter '", p, "' is not FP32"));
+    }
+    for (const std::string& moment : MomentNames(groups[i], p))
+      state.push_back({moment, kFloat, dims});
+    if (options.accumulate > 1) state.push_back({AccumulatorName(p), kFloat, dims});
+  }
+  state.push_back({kScale, kFloat, {}, init_scale});
+  state.push_back({kGrowthTracker, kInt64, {}, 0});
+  state.push_back({kHysteresisLeft, kInt64, {}, static_cast<double>(options.hysteresis)});
+  for (const char* counter : {kStep, kSkippedSteps, kConsecutiveSkips, kNonfiniteLossSteps}) {
+    state.push_back({counter, kInt64, {}, 0});
+  }
+  if (options.accumulate > 1) {
+    state.push_back({kMicroStep, kInt64, {}, 0});
+    state.push_back({kWindowLossBad, onnx::TensorProto::BOOL, {}, 0});
+  }
+  return state;
+}
+
+absl::Status ReserveStateNames(const std::vector<StateItem>& state,
+                               const std::vector<std::string>& params, NameAllocator& names) {
+  for (const StateItem& item : state) {
+    for (const std::string& name : {item.name, NextName(item.name)}) {
+      if (names.Contains(name)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the model already uses the name '", name, "' that training state needs"));
+      }
+      names.Reserve(name);
+    }
+  }
+  for (const std::string& p : params) names.Reserve(NextName(p));
+  return absl::OkStatus();
+}
 
 absl::flat_hash_set<std::string> TrainingReads(const onnx::ModelProto& model) {
   absl::flat_hash_set<std::string> names;
