@@ -13,8 +13,8 @@
 #include "absl/strings/str_join.h"
 #include "compiler/exit_codes.h"
 #include "compiler/json_file.h"
-#include "compiler/lr_schedule.h"
 #include "passes/training/param_groups.h"
+#include "runtime/learning_rate.h"
 
 ABSL_FLAG(std::string, train_config, "",
           "--train: JSON file of parameter groups, the LR schedule and the scaler's settings.");

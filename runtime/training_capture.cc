@@ -2,7 +2,7 @@
 // capture of a step as a backend's CapturedWork and its replays.
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
 #include "runtime/training_session.h"
 
 namespace ampc {

@@ -2,8 +2,8 @@
 // where inf or NaN first appear when a run stops after too many skipped steps.
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "passes/graph/status_macros.h"
 #include "runtime/nonfinite.h"
-#include "runtime/status_macros.h"
 #include "runtime/training_session.h"
 
 namespace ampc {

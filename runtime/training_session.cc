@@ -7,18 +7,16 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "passes/ampc_ops.h"
-#include "passes/function_calls.h"
+#include "passes/graph/function_calls.h"
+#include "passes/graph/status_macros.h"
+#include "passes/opset/training_ops.h"
+#include "passes/training/training_state.h"
+#include "runtime/core/tensor_proto.h"
 #include "runtime/learning_rate.h"
 #include "runtime/optimizer_fusion.h"
-#include "runtime/status_macros.h"
-#include "runtime/tensor_proto.h"
 
 namespace ampc {
 namespace {
-
-constexpr char kLearningRate[] = "ampc.lr";
-constexpr char kStep[] = "ampc.step";
 
 onnx::ValueInfoProto ValueInfoOf(const std::string& name, const Tensor& tensor) {
   onnx::ValueInfoProto value;
@@ -219,14 +217,14 @@ absl::Status TrainingSession::BuildAlgorithm(const onnx::ModelProto& model,
   auto step = state_index_.find(kStep);
   if (step != state_index_.end() && state_[step->second].dtype() == DType::kInt64 &&
       state_[step->second].size() == 1) {
-    ComputeLearningRate(executed_algorithm_);  // a schedule needs no read-back of ampc.step
+    InsertLearningRateNode(executed_algorithm_);  // a schedule needs no read-back of ampc.step
   }
   const onnx::GraphProto& graph = executed_algorithm_;
   AMPC_ASSIGN_OR_RETURN(algorithm_, GraphExecutor::Create(graph, env, outer_types));
   AMPC_ASSIGN_OR_RETURN(algorithm_outer_, OuterValues(*algorithm_, "the algorithm"));
   for (const onnx::ValueInfoProto& input : graph.input()) {
     algorithm_inputs_.push_back(SpecOf(input));
-    if (input.name() != kLearningRate && input.name() != kRateInput) {
+    if (input.name() != kLrInput && input.name() != kScheduleInput) {
       data_inputs_.push_back(SpecOf(input));
     }
   }
@@ -251,11 +249,11 @@ absl::Status TrainingSession::BuildAlgorithm(const onnx::ModelProto& model,
     bound.insert(binding.value());
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
-    if (outputs[i] == "ampc.applied") {
+    if (outputs[i] == kApplied) {
       applied_output_ = static_cast<int>(i);
-    } else if (outputs[i] == "ampc.grad_norm") {
+    } else if (outputs[i] == kGradNorm) {
       norm_output_ = static_cast<int>(i);
-    } else if (outputs[i] == kLearningRate) {
+    } else if (outputs[i] == kLrInput) {
       lr_output_ = static_cast<int>(i);
     } else if (loss_output_ < 0 && !bound.contains(outputs[i])) {
       loss_output_ = static_cast<int>(i);
@@ -302,11 +300,10 @@ absl::StatusOr<std::vector<Tensor>> TrainingSession::AlgorithmFeeds(const NamedT
                                                                     const Tensor& rate) const {
   std::vector<Tensor> feeds;
   for (const ValueSpec& spec : algorithm_inputs_) {
-    if (spec.name == kLearningRate || spec.name == kRateInput) {
+    if (spec.name == kLrInput || spec.name == kScheduleInput) {
       // FindNonFinite's graph, the model's, takes the float scalar where the executed one takes
       // words; a declared rate of rank 1 (unrewritten) takes it as [1].
-      feeds.push_back(spec.name == kLearningRate ? rate.Reshaped(Shape(spec.dims.size(), 1))
-                                                 : rate);
+      feeds.push_back(spec.name == kLrInput ? rate.Reshaped(Shape(spec.dims.size(), 1)) : rate);
       continue;
     }
     auto it = inputs.find(spec.name);
@@ -320,7 +317,7 @@ absl::StatusOr<std::vector<Tensor>> TrainingSession::AlgorithmFeeds(const NamedT
   return feeds;
 }
 
-absl::StatusOr<Tensor> TrainingSession::RateFeed(const LearningRate& rate) const {
+absl::StatusOr<Tensor> TrainingSession::RateFeed(const ScheduledRate& rate) const {
   if (lr_output_ >= 0) {  // the LearningRate node evaluates the schedule on the backend
     Tensor words = Tensor::Host(DType::kDouble, {kRateWords});
     EncodeLearningRate(rate.schedule, rate.base, words.data<double>());
@@ -336,7 +333,7 @@ absl::StatusOr<Tensor> TrainingSession::RateFeed(const LearningRate& rate) const
   return value;
 }
 
-absl::Status TrainingSession::Run(const NamedTensors& inputs, const LearningRate& rate) {
+absl::Status TrainingSession::Run(const NamedTensors& inputs, const ScheduledRate& rate) {
   AMPC_ASSIGN_OR_RETURN(const Tensor fed_rate, RateFeed(rate));
   AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> feeds, AlgorithmFeeds(inputs, fed_rate));
   bool replayed = false;
@@ -352,7 +349,7 @@ absl::Status TrainingSession::Run(const NamedTensors& inputs, const LearningRate
 }
 
 absl::Status TrainingSession::Run(const NamedTensors& inputs, float lr) {
-  return Run(inputs, LearningRate{lr, {}});
+  return Run(inputs, ScheduledRate{lr, {}});
 }
 
 absl::Status TrainingSession::KeepLoss(bool replayed) {
@@ -421,13 +418,13 @@ void TrainingSession::set_profiler(NodeProfiler* profiler) {
 }
 
 absl::StatusOr<StepResult> TrainingSession::Step(const NamedTensors& inputs,
-                                                 const LearningRate& rate) {
+                                                 const ScheduledRate& rate) {
   AMPC_RETURN_IF_ERROR(Run(inputs, rate));
   return LastStep();
 }
 
 absl::StatusOr<StepResult> TrainingSession::Step(const NamedTensors& inputs, float lr) {
-  return Step(inputs, LearningRate{lr, {}});
+  return Step(inputs, ScheduledRate{lr, {}});
 }
 
 absl::StatusOr<StepResult> TrainingSession::LastStep() const {
@@ -445,13 +442,12 @@ absl::StatusOr<StepResult> TrainingSession::ReadBack(bool with_last_step,
   using Set = void (*)(StepResult&, double);
   // The counters in the state, where the model has them.
   static constexpr std::pair<const char*, Set> kCounters[] = {
-      {"ampc.scale", [](StepResult& r, double v) { r.scale = static_cast<float>(v); }},
-      {"ampc.step", [](StepResult& r, double v) { r.step = static_cast<int64_t>(v); }},
-      {"ampc.skipped_steps",
-       [](StepResult& r, double v) { r.skipped_steps = static_cast<int64_t>(v); }},
-      {"ampc.consecutive_skips",
+      {kScale, [](StepResult& r, double v) { r.scale = static_cast<float>(v); }},
+      {kStep, [](StepResult& r, double v) { r.step = static_cast<int64_t>(v); }},
+      {kSkippedSteps, [](StepResult& r, double v) { r.skipped_steps = static_cast<int64_t>(v); }},
+      {kConsecutiveSkips,
        [](StepResult& r, double v) { r.consecutive_skips = static_cast<int64_t>(v); }},
-      {"ampc.micro_step", [](StepResult& r, double v) { r.micro_step = static_cast<int64_t>(v); }},
+      {kMicroStep, [](StepResult& r, double v) { r.micro_step = static_cast<int64_t>(v); }},
   };
   std::vector<NamedScalar> values;
   for (const Tensor& loss : losses) values.push_back({&loss, loss_name_});
@@ -463,14 +459,14 @@ absl::StatusOr<StepResult> TrainingSession::ReadBack(bool with_last_step,
   if (with_last_step) {
     add(&last_loss_, loss_name_, [](StepResult& r, double v) { r.loss = static_cast<float>(v); });
     if (!last_applied_.empty()) {
-      add(&last_applied_, "ampc.applied", [](StepResult& r, double v) { r.applied = v != 0; });
+      add(&last_applied_, kApplied, [](StepResult& r, double v) { r.applied = v != 0; });
     }
     if (!last_norm_.empty()) {
-      add(&last_norm_, "ampc.grad_norm",
+      add(&last_norm_, kGradNorm,
           [](StepResult& r, double v) { r.grad_norm = static_cast<float>(v); });
     }
     if (!last_lr_.empty()) {
-      add(&last_lr_, kLearningRate, [](StepResult& r, double v) { r.lr = static_cast<float>(v); });
+      add(&last_lr_, kLrInput, [](StepResult& r, double v) { r.lr = static_cast<float>(v); });
     }
   }
   for (const auto& [name, set] : kCounters) {

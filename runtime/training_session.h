@@ -20,10 +20,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "runtime/backend.h"
-#include "runtime/graph_executor.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/lr_schedule.h"
+#include "runtime/core/backend.h"
+#include "runtime/core/graph_executor.h"
+#include "runtime/core/kernel_registry.h"
+#include "runtime/learning_rate.h"
 #include "runtime/session.h"
 
 namespace ampc {
@@ -49,13 +49,6 @@ struct StepResult {
 struct TakenSteps {
   std::vector<float> losses;  // each step's loss, in order
   StepResult last;            // the last step's result, as LastStep gives it
-};
-
-// The learning rate of a step: `base` shaped by `schedule` at ampc.step (optimizer steps
-// applied), computed on the backend where the model holds that counter.
-struct LearningRate {
-  double base = 0;
-  LrSchedule schedule;
 };
 
 // Where inf or NaN appear in one training step (TrainingSession::FindNonFinite).
@@ -85,13 +78,13 @@ class TrainingSession {
 
   // One training step with learning rate `rate` (or the constant `lr`). `inputs` must hold every
   // data input; on error the state is unchanged. Step = Run + LastStep.
-  absl::StatusOr<StepResult> Step(const NamedTensors& inputs, const LearningRate& rate);
+  absl::StatusOr<StepResult> Step(const NamedTensors& inputs, const ScheduledRate& rate);
   absl::StatusOr<StepResult> Step(const NamedTensors& inputs, float lr);
   // The step without reading anything back: on a device it only queues work (no wait for the
   // device, so the host prepares the next batch meanwhile). A schedule is evaluated on the
   // backend at the step counter it holds (a model without an int64 `ampc.step` state reads the
   // counter back first).
-  absl::Status Run(const NamedTensors& inputs, const LearningRate& rate);
+  absl::Status Run(const NamedTensors& inputs, const ScheduledRate& rate);
   absl::Status Run(const NamedTensors& inputs, float lr);
   // What the last step did (its loss, applied flag, norm) and the counters after it, copied to
   // the host with one wait; FailedPrecondition before any step.
@@ -157,7 +150,7 @@ class TrainingSession {
   absl::StatusOr<std::vector<Tensor>> AlgorithmFeeds(const NamedTensors& inputs,
                                                      const Tensor& rate) const;
   // `rate` as the algorithm's learning-rate input takes it.
-  absl::StatusOr<Tensor> RateFeed(const LearningRate& rate) const;
+  absl::StatusOr<Tensor> RateFeed(const ScheduledRate& rate) const;
   // Keeps the last step's loss for TakeSteps.
   absl::Status KeepLoss(bool replayed);
   // One captured step (training_capture.cc): the state buffers it reads and writes, and the outputs

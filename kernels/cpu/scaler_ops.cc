@@ -6,9 +6,8 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/conv_fusion.h"  // kRuntimeDomain
-#include "runtime/lr_schedule.h"
-#include "runtime/status_macros.h"
+#include "kernels/numerics/lr_schedule.h"
+#include "passes/graph/status_macros.h"
 
 namespace ampc::scaler_ops {
 namespace {

@@ -6,8 +6,8 @@
 #include <initializer_list>
 
 #include "absl/status/status.h"
-#include "runtime/kernel.h"
-#include "runtime/kernel_registry.h"
+#include "runtime/core/kernel.h"
+#include "runtime/core/kernel_registry.h"
 
 namespace ampc::scaler_ops {
 
@@ -34,7 +34,7 @@ void Register(KernelRegistry& registry, const char* backend, const ScalerKernels
 absl::Status CheckThenUnscaleClip(KernelContext& context, KernelFunction check_finite,
                                   KernelFunction unscale_clip);
 
-// LearningRate's inputs hold kRateWords doubles and one step (runtime/lr_schedule.h).
+// LearningRate's inputs hold kRateWords doubles and one step (kernels/numerics/lr_schedule.h).
 absl::Status ExpectRateAndStep(const KernelContext& context);
 
 // Input i must hold one element (a scale, a flag, a learning rate, a step).

@@ -25,16 +25,16 @@
 #include "models/cnn.h"
 #include "models/mlp.h"
 #include "models/transformer.h"
-#include "passes/ampc_ops.h"
-#include "runtime/cpu_backend.h"
-#include "runtime/graph_executor.h"
-#include "runtime/node_profiler.h"
+#include "passes/opset/training_ops.h"
+#include "runtime/core/cpu_backend.h"
+#include "runtime/core/graph_executor.h"
+#include "runtime/core/node_profiler.h"
 #include "runtime/training_session.h"
 #include "tests/support/cuda_parity.h"
 #include "tests/support/subprocess.h"
 
 #ifdef AMPC_HAVE_CUDA
-#include "runtime/cuda_backend.h"
+#include "runtime/core/cuda_backend.h"
 #endif
 
 namespace ampc {

@@ -1,6 +1,6 @@
 // runtime/learning_rate.h: which training steps get their learning rate from a LearningRate node,
-// the graph that results, and the CPU kernel against runtime/lr_schedule.h's formula (the same
-// function the host used before; lr_schedule_test checks it against hand-computed rates).
+// the graph that results, and the CPU kernel against kernels/numerics/lr_schedule.h's formula (the
+// same function the host used before; lr_schedule_test checks it against hand-computed rates).
 #include "runtime/learning_rate.h"
 
 #include <gtest/gtest.h>
@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/numerics/lr_schedule.h"
 #include "runtime/conv_fusion.h"
-#include "runtime/cpu_backend.h"
-#include "runtime/graph_executor.h"
-#include "runtime/lr_schedule.h"
+#include "runtime/core/cpu_backend.h"
+#include "runtime/core/graph_executor.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"
 
@@ -44,9 +44,9 @@ g ()" + lr_type + R"( ampc__lr, float[3] w, int64 ampc__step) => (float[3] w2) {
 
 TEST(LearningRateTest, AScalarRateInputBecomesTheScheduleAndAFirstNode) {
   onnx::GraphProto graph = Step("float");
-  ASSERT_TRUE(ComputeLearningRate(graph));
+  ASSERT_TRUE(InsertLearningRateNode(graph));
   ASSERT_EQ(graph.input_size(), 3);
-  EXPECT_EQ(graph.input(0).name(), kRateInput);  // in the rate's place
+  EXPECT_EQ(graph.input(0).name(), kScheduleInput);  // in the rate's place
   EXPECT_EQ(graph.input(0).type().tensor_type().elem_type(), onnx::TensorProto::DOUBLE);
   EXPECT_EQ(graph.input(0).type().tensor_type().shape().dim(0).dim_value(), kRateWords);
   ASSERT_EQ(graph.node_size(), 3);
@@ -54,7 +54,7 @@ TEST(LearningRateTest, AScalarRateInputBecomesTheScheduleAndAFirstNode) {
   EXPECT_EQ(node.op_type(), "LearningRate");
   EXPECT_EQ(node.domain(), kRuntimeDomain);
   EXPECT_EQ(std::vector<std::string>(node.input().begin(), node.input().end()),
-            (std::vector<std::string>{kRateInput, "ampc.step"}));
+            (std::vector<std::string>{kScheduleInput, "ampc.step"}));
   EXPECT_EQ(node.output(0), "ampc.lr");
   EXPECT_EQ(graph.node(1).op_type(), "Mul");
   ASSERT_EQ(graph.output_size(), 2);
@@ -66,7 +66,7 @@ TEST(LearningRateTest, OtherRateInputsStayAsTheyAre) {
   for (const std::string type : {"float[2]", "double"}) {
     onnx::GraphProto graph = Step(type);
     const std::string before = graph.SerializeAsString();
-    EXPECT_FALSE(ComputeLearningRate(graph)) << type;
+    EXPECT_FALSE(InsertLearningRateNode(graph)) << type;
     EXPECT_EQ(graph.SerializeAsString(), before) << type;
   }
 }

@@ -1,14 +1,17 @@
 // LR schedules against values computed by hand from docs/training.md's formulas (the expected
 // numbers are literals: cos(pi/4) = 0.70710678...), and the canonical JSON read back.
-#include "compiler/lr_schedule.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/learning_rate.h"
 
 namespace ampc {
 namespace {
 
 using ::testing::HasSubstr;
+using Json = nlohmann::json;
 
 LrSchedule Parse(const std::string& text) {
   absl::StatusOr<LrSchedule> schedule = LrScheduleFromJson(Json::parse(text), "schedule");

@@ -18,7 +18,7 @@
 #include "models/mlp.h"
 #include "runtime/data_readers.h"
 #include "runtime/npy.h"
-#include "runtime/tensor_proto.h"
+#include "runtime/core/tensor_proto.h"
 #include "tests/support/cuda_parity.h"
 #include "tests/support/forward_models.h"
 #include "tests/support/model_text.h"

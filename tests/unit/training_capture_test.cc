@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/kernel_registry.h"
-#include "runtime/status_macros.h"
+#include "passes/graph/status_macros.h"
+#include "runtime/core/kernel_registry.h"
 #include "runtime/training_session.h"
 #include "tests/support/tensors.h"
 #include "tests/support/training_models.h"
@@ -254,7 +254,7 @@ TEST(TrainingCaptureTest, ScheduledStepsKeepTheirLossesWithoutWaiting) {
   ASSERT_TRUE(session.ok()) << session.status();
   (*session)->set_capture(true);
   (*session)->set_keep_losses(true);
-  LearningRate rate{0.8, {}};
+  ScheduledRate rate{0.8, {}};
   rate.schedule.type = LrSchedule::Type::kLinearWarmup;
   rate.schedule.warmup_steps = 4;
   std::vector<float> w = {1, 2, 3}, losses;

@@ -1,17 +1,17 @@
 // Learning-rate schedules (docs/training.md, "LR schedules"): the rate of a step as a function of
 // ampc.step, the optimizer steps applied so far, so a skipped step does not advance the schedule.
-// The runtime's LearningRate node (runtime/learning_rate.h) evaluates it on the backend from the
-// step counter the device holds; compiler/lr_schedule.h reads and writes it as JSON. Plain C++:
-// the CUDA kernel compiles the same formula (AMPC_HD).
-#ifndef AMPC_RUNTIME_LR_SCHEDULE_H_
-#define AMPC_RUNTIME_LR_SCHEDULE_H_
+// This header holds the formulas only, plain C++ that the CPU kernel and the CUDA kernel compile
+// alike (AMPC_HD); everything else about the learning rate (the schedule's JSON, the rate a model
+// trains at, the LearningRate node that evaluates it on the backend) is runtime/learning_rate.h.
+#ifndef AMPC_KERNELS_NUMERICS_LR_SCHEDULE_H_
+#define AMPC_KERNELS_NUMERICS_LR_SCHEDULE_H_
 
 #include <math.h>
 
 #include <cstdint>
 
-#include "kernels/cuda/host_device.h"
-#include "kernels/cuda/num.h"
+#include "kernels/numerics/host_device.h"
+#include "kernels/numerics/num.h"
 
 namespace ampc {
 
@@ -69,4 +69,4 @@ AMPC_HD inline float DecodedLearningRate(const double* words, int64_t applied_st
 
 }  // namespace ampc
 
-#endif  // AMPC_RUNTIME_LR_SCHEDULE_H_
+#endif  // AMPC_KERNELS_NUMERICS_LR_SCHEDULE_H_
