@@ -18,17 +18,17 @@ std::vector<const void*> TrainingSession::StateAddresses() const {
 }
 
 void TrainingSession::set_capture(bool on) {
-  capture_ = on;
-  capture_off_reason_.clear();
-  captured_.clear();
-  capture_feeds_.clear();
-  capture_shapes_.clear();
+  capture_.on = on;
+  capture_.off_reason.clear();
+  capture_.graphs.clear();
+  capture_.feeds.clear();
+  capture_.shapes.clear();
 }
 
 void TrainingSession::CaptureOff(std::string reason) {
-  capture_ = false;
-  capture_off_reason_ = std::move(reason);
-  captured_.clear();
+  capture_.on = false;
+  capture_.off_reason = std::move(reason);
+  capture_.graphs.clear();
 }
 
 absl::StatusOr<bool> TrainingSession::RunCaptured(std::span<const Tensor> feeds) {
@@ -41,22 +41,22 @@ absl::StatusOr<bool> TrainingSession::RunCaptured(std::span<const Tensor> feeds)
   }
   std::vector<Shape> shapes;
   for (const Tensor& feed : feeds) shapes.push_back(feed.shape());
-  if (shapes != capture_shapes_) {
-    captured_.clear();
-    capture_feeds_.clear();
-    capture_shapes_ = std::move(shapes);
-    steps_with_shapes_ = 0;
+  if (shapes != capture_.shapes) {
+    capture_.graphs.clear();
+    capture_.feeds.clear();
+    capture_.shapes = std::move(shapes);
+    capture_.steps_with_shapes = 0;
   }
-  if (++steps_with_shapes_ <= kEagerSteps) return false;
-  if (capture_feeds_.empty()) {
+  if (++capture_.steps_with_shapes <= kEagerSteps) return false;
+  if (capture_.feeds.empty()) {
     for (const Tensor& feed : feeds) {
       AMPC_ASSIGN_OR_RETURN(Tensor buffer, backend_.NewTensor(feed.dtype(), feed.shape()));
-      capture_feeds_.push_back(std::move(buffer));
+      capture_.feeds.push_back(std::move(buffer));
     }
   }
   const std::vector<const void*> state = StateAddresses();
   Captured* graph = nullptr;
-  for (const auto& c : captured_) {
+  for (const auto& c : capture_.graphs) {
     if (c->state == state) graph = c.get();
   }
   if (graph == nullptr) {
@@ -65,19 +65,19 @@ absl::StatusOr<bool> TrainingSession::RunCaptured(std::span<const Tensor> feeds)
       CaptureOff(std::string(captured.status().message()));
       return false;
     }
-    captured_.push_back(*std::move(captured));
-    graph = captured_.back().get();
+    capture_.graphs.push_back(*std::move(captured));
+    graph = capture_.graphs.back().get();
   }
   for (size_t i = 0; i < feeds.size(); ++i) {
     AMPC_RETURN_IF_ERROR(InHostMemory(feeds[i])
-                             ? backend_.CopyFromHost(feeds[i].raw(), capture_feeds_[i])
-                             : backend_.Copy(feeds[i], capture_feeds_[i]));
+                             ? backend_.CopyFromHost(feeds[i].raw(), capture_.feeds[i])
+                             : backend_.Copy(feeds[i], capture_.feeds[i]));
   }
   AMPC_RETURN_IF_ERROR(graph->work->Replay());
   std::vector<Tensor> outputs = graph->outputs;
   for (auto& [state, output] : bindings_) outputs[output] = spare_[state];
   Advance(outputs);
-  ++replayed_steps_;
+  ++capture_.replayed_steps;
   return true;
 }
 
@@ -93,13 +93,13 @@ absl::Status TrainingSession::OwnStateBuffers() {
                                                    "' is computed on the host, not the device"));
     }
     if (!exclusive(value)) {
-      captured_.clear();
+      capture_.graphs.clear();
       AMPC_ASSIGN_OR_RETURN(Tensor copy, backend_.NewTensor(value.dtype(), value.shape()));
       AMPC_RETURN_IF_ERROR(backend_.Copy(value, copy));
       value = std::move(copy);
     }
     if (!exclusive(spare_[state])) {
-      captured_.clear();
+      capture_.graphs.clear();
       AMPC_ASSIGN_OR_RETURN(spare_[state], backend_.NewTensor(value.dtype(), value.shape()));
     }
   }
@@ -114,7 +114,7 @@ absl::StatusOr<std::unique_ptr<TrainingSession::Captured>> TrainingSession::Reco
   captured->state = StateAddresses();
   AMPC_RETURN_IF_ERROR(backend_.BeginCapture());
   absl::StatusOr<std::vector<Tensor>> outputs =
-      algorithm_->Run(capture_feeds_, algorithm_outer_, destinations);
+      algorithm_->Run(capture_.feeds, algorithm_outer_, destinations);
   absl::Status status = outputs.status();
   for (const auto& [state, output] : bindings_) {
     if (!status.ok()) break;
@@ -142,7 +142,7 @@ absl::Status TrainingSession::DropStateOutputs(Captured& captured) const {
   for (Tensor& output : captured.outputs) {
     if (!output.empty() && state_buffers.contains(output.buffer().get())) output = Tensor();
   }
-  for (int kept : {loss_output_, applied_output_, norm_output_, lr_output_}) {
+  for (int kept : {loss_.index, applied_.index, norm_.index, lr_.index}) {
     if (kept >= 0 && captured.outputs[kept].empty()) {
       return absl::UnimplementedError(absl::StrCat(
           "the step's output '", algorithm_->output_names()[kept], "' is a view of its state"));
@@ -154,7 +154,7 @@ absl::Status TrainingSession::DropStateOutputs(Captured& captured) const {
 // An error says why the step cannot be captured.
 absl::StatusOr<std::unique_ptr<TrainingSession::Captured>> TrainingSession::Capture() {
   AMPC_RETURN_IF_ERROR(OwnStateBuffers());
-  if (captured_.size() >= 2) {
+  if (capture_.graphs.size() >= 2) {
     return absl::InternalError("the state left its two buffer sets (an ampc bug)");
   }
   AMPC_ASSIGN_OR_RETURN(std::unique_ptr<Captured> captured, Record());

@@ -228,6 +228,12 @@ absl::Status TrainingSession::BuildAlgorithm(const onnx::ModelProto& model,
       data_inputs_.push_back(SpecOf(input));
     }
   }
+  AMPC_ASSIGN_OR_RETURN(const absl::flat_hash_set<std::string> bound, BindUpdates(info));
+  return FindStepOutputs(bound);
+}
+
+absl::StatusOr<absl::flat_hash_set<std::string>> TrainingSession::BindUpdates(
+    const onnx::TrainingInfoProto& info) {
   absl::flat_hash_map<std::string, int> output_index;
   const std::vector<std::string>& outputs = algorithm_->output_names();
   for (size_t i = 0; i < outputs.size(); ++i) output_index[outputs[i]] = static_cast<int>(i);
@@ -248,19 +254,24 @@ absl::Status TrainingSession::BuildAlgorithm(const onnx::ModelProto& model,
     bindings_.emplace_back(state->second, output->second);
     bound.insert(binding.value());
   }
+  return bound;
+}
+
+absl::Status TrainingSession::FindStepOutputs(const absl::flat_hash_set<std::string>& bound) {
+  const std::vector<std::string>& outputs = algorithm_->output_names();
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i] == kApplied) {
-      applied_output_ = static_cast<int>(i);
+      applied_.index = static_cast<int>(i);
     } else if (outputs[i] == kGradNorm) {
-      norm_output_ = static_cast<int>(i);
+      norm_.index = static_cast<int>(i);
     } else if (outputs[i] == kLrInput) {
-      lr_output_ = static_cast<int>(i);
-    } else if (loss_output_ < 0 && !bound.contains(outputs[i])) {
-      loss_output_ = static_cast<int>(i);
+      lr_.index = static_cast<int>(i);
+    } else if (loss_.index < 0 && !bound.contains(outputs[i])) {
+      loss_.index = static_cast<int>(i);
       loss_name_ = outputs[i];
     }
   }
-  if (loss_output_ < 0) {
+  if (loss_.index < 0) {
     return absl::InvalidArgumentError(
         "the algorithm has no loss output (an output that is not in update_binding)");
   }
@@ -318,7 +329,7 @@ absl::StatusOr<std::vector<Tensor>> TrainingSession::AlgorithmFeeds(const NamedT
 }
 
 absl::StatusOr<Tensor> TrainingSession::RateFeed(const ScheduledRate& rate) const {
-  if (lr_output_ >= 0) {  // the LearningRate node evaluates the schedule on the backend
+  if (lr_.index >= 0) {  // the LearningRate node evaluates the schedule on the backend
     Tensor words = Tensor::Host(DType::kDouble, {kRateWords});
     EncodeLearningRate(rate.schedule, rate.base, words.data<double>());
     return words;
@@ -337,14 +348,14 @@ absl::Status TrainingSession::Run(const NamedTensors& inputs, const ScheduledRat
   AMPC_ASSIGN_OR_RETURN(const Tensor fed_rate, RateFeed(rate));
   AMPC_ASSIGN_OR_RETURN(std::vector<Tensor> feeds, AlgorithmFeeds(inputs, fed_rate));
   bool replayed = false;
-  if (capture_ && !profiling_) {
+  if (capture_.on && !profiling_) {
     AMPC_ASSIGN_OR_RETURN(replayed, RunCaptured(feeds));
   }
   if (!replayed) {
-    captured_.clear();  // an eager step may move the state out of the graphs' buffers
+    capture_.graphs.clear();  // an eager step may move the state out of the graphs' buffers
     AMPC_RETURN_IF_ERROR(RunEager(feeds));
   }
-  if (lr_output_ < 0) last_lr_ = fed_rate;
+  if (lr_.index < 0) lr_.last = fed_rate;
   return keep_losses_ ? KeepLoss(replayed) : absl::OkStatus();
 }
 
@@ -354,11 +365,11 @@ absl::Status TrainingSession::Run(const NamedTensors& inputs, float lr) {
 
 absl::Status TrainingSession::KeepLoss(bool replayed) {
   if (!replayed) {  // an eager step's loss is a tensor of its own
-    kept_losses_.push_back(last_loss_);
+    kept_losses_.push_back(loss_.last);
     return absl::OkStatus();
   }
-  AMPC_ASSIGN_OR_RETURN(Tensor copy, backend_.NewTensor(last_loss_.dtype(), last_loss_.shape()));
-  AMPC_RETURN_IF_ERROR(backend_.Copy(last_loss_, copy));  // the next replay overwrites it
+  AMPC_ASSIGN_OR_RETURN(Tensor copy, backend_.NewTensor(loss_.last.dtype(), loss_.last.shape()));
+  AMPC_RETURN_IF_ERROR(backend_.Copy(loss_.last, copy));  // the next replay overwrites it
   kept_losses_.push_back(std::move(copy));
   return absl::OkStatus();
 }
@@ -369,7 +380,7 @@ void TrainingSession::set_keep_losses(bool keep) {
 }
 
 absl::StatusOr<TakenSteps> TrainingSession::TakeSteps() {
-  if (last_loss_.empty()) return absl::FailedPreconditionError("no training step has run");
+  if (loss_.last.empty()) return absl::FailedPreconditionError("no training step has run");
   TakenSteps taken;
   AMPC_ASSIGN_OR_RETURN(taken.last, ReadBack(true, kept_losses_, &taken.losses));
   kept_losses_.clear();
@@ -387,16 +398,15 @@ absl::Status TrainingSession::RunEager(std::span<const Tensor> feeds) {
           "': ", state_[state].TypeString(), " cannot take ", next.TypeString()));
     }
   }
-  AMPC_RETURN_IF_ERROR(CheckScalar(outputs[loss_output_], loss_name_));
+  AMPC_RETURN_IF_ERROR(CheckScalar(outputs[loss_.index], loss_name_));
   Advance(outputs);
   return absl::OkStatus();
 }
 
 void TrainingSession::Advance(std::vector<Tensor>& outputs) {
-  last_loss_ = outputs[loss_output_];
-  last_applied_ = applied_output_ >= 0 ? outputs[applied_output_] : Tensor();
-  last_norm_ = norm_output_ >= 0 ? outputs[norm_output_] : Tensor();
-  last_lr_ = lr_output_ >= 0 ? outputs[lr_output_] : Tensor();
+  for (StepOutput* kept : {&loss_, &applied_, &norm_, &lr_}) {
+    kept->last = kept->index >= 0 ? outputs[kept->index] : Tensor();
+  }
   for (auto& [state, output] : bindings_) {
     spare_[state] = std::exchange(state_[state], std::move(outputs[output]));
   }
@@ -428,7 +438,7 @@ absl::StatusOr<StepResult> TrainingSession::Step(const NamedTensors& inputs, flo
 }
 
 absl::StatusOr<StepResult> TrainingSession::LastStep() const {
-  if (last_loss_.empty()) return absl::FailedPreconditionError("no training step has run");
+  if (loss_.last.empty()) return absl::FailedPreconditionError("no training step has run");
   return ReadBack(true, {}, nullptr);
 }
 
@@ -457,16 +467,16 @@ absl::StatusOr<StepResult> TrainingSession::ReadBack(bool with_last_step,
     setters.push_back(set);
   };
   if (with_last_step) {
-    add(&last_loss_, loss_name_, [](StepResult& r, double v) { r.loss = static_cast<float>(v); });
-    if (!last_applied_.empty()) {
-      add(&last_applied_, kApplied, [](StepResult& r, double v) { r.applied = v != 0; });
+    add(&loss_.last, loss_name_, [](StepResult& r, double v) { r.loss = static_cast<float>(v); });
+    if (!applied_.last.empty()) {
+      add(&applied_.last, kApplied, [](StepResult& r, double v) { r.applied = v != 0; });
     }
-    if (!last_norm_.empty()) {
-      add(&last_norm_, kGradNorm,
+    if (!norm_.last.empty()) {
+      add(&norm_.last, kGradNorm,
           [](StepResult& r, double v) { r.grad_norm = static_cast<float>(v); });
     }
-    if (!last_lr_.empty()) {
-      add(&last_lr_, kLrInput, [](StepResult& r, double v) { r.lr = static_cast<float>(v); });
+    if (!lr_.last.empty()) {
+      add(&lr_.last, kLrInput, [](StepResult& r, double v) { r.lr = static_cast<float>(v); });
     }
   }
   for (const auto& [name, set] : kCounters) {

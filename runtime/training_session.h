@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "runtime/core/backend.h"
 #include "runtime/core/graph_executor.h"
@@ -117,9 +118,9 @@ class TrainingSession {
   // host) runs as before, and capture_off_reason() says why.
   void set_capture(bool on);
   // Why steps are not captured (empty while they are, or may yet be).
-  const std::string& capture_off_reason() const { return capture_off_reason_; }
+  const std::string& capture_off_reason() const { return capture_.off_reason; }
   // Steps run as a replay since creation.
-  int64_t replayed_steps() const { return replayed_steps_; }
+  int64_t replayed_steps() const { return capture_.replayed_steps; }
 
   // A host copy of a state value (a parameter or a training_info state item).
   absl::StatusOr<Tensor> State(const std::string& name) const;
@@ -137,6 +138,10 @@ class TrainingSession {
   absl::Status Init(onnx::ModelProto model, const KernelRegistry& registry);
   absl::Status RunInitialization(const onnx::ModelProto& model, const ExecutorEnv& env);
   absl::Status BuildAlgorithm(const onnx::ModelProto& model, const ExecutorEnv& env);
+  // bindings_ from update_binding; returns the bound algorithm outputs.
+  absl::StatusOr<absl::flat_hash_set<std::string>> BindUpdates(const onnx::TrainingInfoProto& info);
+  // Which algorithm outputs are the loss, ampc.applied, ampc.grad_norm and ampc.lr.
+  absl::Status FindStepOutputs(const absl::flat_hash_set<std::string>& bound);
   absl::Status BuildEvaluation(const onnx::ModelProto& model, const ExecutorEnv& env);
   absl::StatusOr<std::vector<Tensor*>> OuterValues(const GraphExecutor& executor,
                                                    const std::string& graph_name);
@@ -160,6 +165,22 @@ class TrainingSession {
     std::vector<const void*> state;  // StateAddresses() when captured
     std::vector<Tensor> outputs;
     std::unique_ptr<CapturedWork> work;
+  };
+  // Step capture (set_capture, training_capture.cc).
+  struct CaptureState {
+    bool on = false;
+    std::string off_reason;
+    std::vector<Shape> shapes;  // the algorithm inputs' shapes of the last steps
+    int64_t steps_with_shapes = 0;
+    std::vector<Tensor> feeds;  // the inputs captured graphs read, refilled each step
+    std::vector<std::unique_ptr<Captured>> graphs;
+    int64_t replayed_steps = 0;
+  };
+  // An algorithm output read back after each step: its index (-1: the algorithm has none) and
+  // the last step's value (empty before a step).
+  struct StepOutput {
+    int index = -1;
+    Tensor last;
   };
   absl::Status RunEager(std::span<const Tensor> feeds);
   // Runs the step as a replay when it can (capturing it first if needed): false when the step
@@ -199,19 +220,15 @@ class TrainingSession {
   // Per state entry, the buffer it held before the last step: where a step writes the new value
   // (so the state alternates between two buffer sets, which the captured graphs bake in).
   std::vector<Tensor> spare_;
-  int loss_output_ = -1, applied_output_ = -1, norm_output_ = -1, lr_output_ = -1;
-  Tensor last_loss_, last_applied_, last_norm_, last_lr_;  // the last step's (empty before one)
+  // The outputs read back after a step; the loss is the first algorithm output that is none of
+  // the others and not bound.
+  StepOutput loss_, applied_, norm_, lr_;
   bool keep_losses_ = false;
   std::vector<Tensor> kept_losses_;
   std::string loss_name_;
 
-  bool capture_ = false, profiling_ = false;
-  std::string capture_off_reason_;
-  std::vector<Shape> capture_shapes_;  // the algorithm inputs' shapes of the last steps
-  int64_t steps_with_shapes_ = 0;
-  std::vector<Tensor> capture_feeds_;  // the inputs captured graphs read, refilled each step
-  std::vector<std::unique_ptr<Captured>> captured_;
-  int64_t replayed_steps_ = 0;
+  bool profiling_ = false;
+  CaptureState capture_;
 
   std::unique_ptr<GraphExecutor> inference_;
   std::vector<Tensor*> inference_outer_;
