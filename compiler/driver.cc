@@ -106,7 +106,9 @@ Flags:
   --time-passes          print `ampc: time: STEP SECONDS s` to stderr for load, each pass and save
   --train --loss=NAME    compile a training model (training_info: the training step) whose loss
                          is the scalar FP32 value NAME (or --loss-op=cross_entropy:LOGITS|
-                         mse:OUTPUT, which adds that loss); with --optimizer=sgd|momentum|adam|adamw
+                         causal_lm:LOGITS|mse:OUTPUT, which adds that loss; the cross entropies
+                         take ,ignore_index=I and ,label_smoothing=E); with
+                         --optimizer=sgd|momentum|adam|adamw
                          (default adamw), --weight-decay, --momentum, --nesterov, --freeze=REGEX,
                          --loss-scale=dynamic|static:V|none, --clip-grad-norm=N,
                          --accumulate=K (micro-batches per optimizer step), --lr (recorded),

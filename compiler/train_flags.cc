@@ -153,7 +153,7 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
   } else if (options.loss.empty()) {
     return UsageError(
         "--train needs --loss=NAME (the scalar loss value) or --loss-op=cross_entropy:LOGITS|"
-        "mse:OUTPUT");
+        "causal_lm:LOGITS|mse:OUTPUT");
   }
   AMPC_RETURN_IF_ERROR(ParseOptimizer(absl::GetFlag(FLAGS_optimizer), options));
   AMPC_RETURN_IF_ERROR(ParseLossScale(absl::GetFlag(FLAGS_loss_scale), options));

@@ -110,6 +110,7 @@ absl::StatusOr<std::string> GradientBuilder::ReduceTo(const std::string& grad,
         absl::StrCat("'", target, "' has a higher rank than its broadcast result"));
   }
   std::vector<int64_t> axes;
+  bool undecided = false;  // a dim whose broadcast only the run can tell
   for (size_t i = 0; i < grad_dims.size(); ++i) {
     if (i < lead) {
       axes.push_back(static_cast<int64_t>(i));
@@ -122,13 +123,29 @@ absl::StatusOr<std::string> GradientBuilder::ReduceTo(const std::string& grad,
       axes.push_back(static_cast<int64_t>(i));
       continue;
     }
-    return absl::InvalidArgumentError(absl::StrCat("cannot tell whether dim ", i - lead, " of '",
-                                                   target, "' is broadcast (unknown size)"));
+    undecided = true;
   }
+  if (undecided) return ReduceToAtRunTime(grad, lead, target);
   if (axes.empty()) return grad;
   std::string sum = Op("ReduceSum", {grad, Ints(axes)}, {onnx::MakeAttribute("keepdims", 1L)});
   if (lead == 0) return sum;
   return Op("Reshape", {sum, ShapeOf(target)});
+}
+
+// The leading `lead` axes are summed away; of the rest, every axis where the target's run-time
+// shape is 1 (summing an axis of size 1 changes nothing, so no comparison with grad's shape).
+std::string GradientBuilder::ReduceToAtRunTime(const std::string& grad, size_t lead,
+                                               const std::string& target) {
+  std::string summed = grad;
+  if (lead > 0) {
+    std::vector<int64_t> lead_axes(lead);
+    for (size_t i = 0; i < lead; ++i) lead_axes[i] = static_cast<int64_t>(i);
+    summed = Op("ReduceSum", {grad, Ints(lead_axes)}, {onnx::MakeAttribute("keepdims", 0L)});
+  }
+  const std::string ones = Op("Equal", {Op("Shape", {target}), Ints({1})});
+  const std::string axes = Op("Reshape", {Op("NonZero", {ones}), Ints({-1})});
+  return Op("ReduceSum", {summed, axes},
+            {onnx::MakeAttribute("keepdims", 1L), onnx::MakeAttribute("noop_with_empty_axes", 1L)});
 }
 
 }  // namespace ampc

@@ -56,11 +56,14 @@ class GradientBuilder {
   std::optional<std::vector<Dim>> Dims(const std::string& value) const;
 
   // `grad` has dims `grad_dims` and `target` broadcast to them: sums `grad` over the broadcast axes
-  // and reshapes the result to `target`'s shape. Fails when a dim cannot be told apart.
+  // and reshapes the result to `target`'s shape. A dim whose broadcast the shapes cannot decide
+  // (unknown sizes under different or no names) is decided at run time from Shape(target).
   absl::StatusOr<std::string> ReduceTo(const std::string& grad, const std::vector<Dim>& grad_dims,
                                        const std::string& target);
 
  private:
+  std::string ReduceToAtRunTime(const std::string& grad, size_t lead, const std::string& target);
+
   onnx::GraphProto& out_;
   NameAllocator& names_;
   const GraphIndex& types_;

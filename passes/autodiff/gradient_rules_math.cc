@@ -62,6 +62,35 @@ std::string GeluSlope(GradientContext& c) {
   return add(cdf, mul(x, pdf));
 }
 
+// Where alpha x + beta lies strictly inside (0, 1), the linear part of HardSigmoid.
+std::string HardSigmoidLinear(GradientContext& c, double alpha, double beta) {
+  GradientBuilder& b = c.b();
+  const std::string u =
+      b.Op("Add", {b.Op("Mul", {c.input(0), b.Scalar(alpha, Type(c))}), b.Scalar(beta, Type(c))});
+  return b.Op("And", {b.Op("Greater", {u, b.Scalar(0.0, Type(c))}),
+                      b.Op("Less", {u, b.Scalar(1.0, Type(c))})});
+}
+
+// HardSigmoid(x) = clip(alpha x + beta, 0, 1): alpha on the linear part, else 0.
+std::string HardSigmoidSlope(GradientContext& c) {
+  const double alpha = c.Float("alpha", 0.2f), beta = c.Float("beta", 0.5f);
+  return c.b().Op("Where", {HardSigmoidLinear(c, alpha, beta), c.b().Scalar(alpha, Type(c)),
+                            c.b().Scalar(0.0, Type(c))});
+}
+
+// HardSwish(x) = x h(x), h = HardSigmoid with alpha 1/6, beta 1/2: h(x) + x/6 on h's linear part.
+std::string HardSwishSlope(GradientContext& c) {
+  GradientBuilder& b = c.b();
+  constexpr double kAlpha = 1.0 / 6.0;
+  const std::string h =
+      b.Op("HardSigmoid", {c.input(0)},
+           {MakeAttribute("alpha", static_cast<float>(kAlpha)), MakeAttribute("beta", 0.5f)});
+  const std::string tilt =
+      b.Op("Where", {HardSigmoidLinear(c, kAlpha, 0.5),
+                     b.Op("Mul", {c.input(0), b.Scalar(kAlpha, Type(c))}), b.Scalar(0.0, Type(c))});
+  return b.Op("Add", {h, tilt});
+}
+
 // Gemm(x, y) with transA/transB (and alpha unless 1).
 std::string GemmNode(GradientContext& c, const std::string& x, const std::string& y, int64_t ta,
                      int64_t tb, float alpha = 1.0f) {
@@ -280,6 +309,8 @@ void AddMathGradientRules(GradientRuleTable& table) {
                        return b.Op("Mul", {bell, b.Scalar(2.0 / std::sqrt(M_PI), Type(c))});
                      }));
   table.emplace_back("Gelu", Unary(GeluSlope));
+  table.emplace_back("HardSigmoid", Unary(HardSigmoidSlope));
+  table.emplace_back("HardSwish", Unary(HardSwishSlope));
   // 1 / (2 y)
   table.emplace_back("Sqrt", Unary([](GradientContext& c) {
                        GradientBuilder& b = c.b();

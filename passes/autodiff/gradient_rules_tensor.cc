@@ -39,20 +39,31 @@ absl::StatusOr<int64_t> Axis(GradientContext& c, const std::string& value, int64
   return axis < 0 ? axis + rank : axis;
 }
 
-// dx_i = the slice of dy that input i filled: a Split of dy by the inputs' static sizes.
+// dx_i = the slice of dy that input i filled: a Split of dy by the inputs' sizes along the axis,
+// constants where the shapes say them, else read from Shape(input) at run time.
 absl::Status ConcatGrad(GradientContext& c) {
+  GradientBuilder& b = c.b();
   absl::StatusOr<int64_t> axis = Axis(c, c.output(0), c.Int("axis", 0));
   if (!axis.ok()) return axis.status();
   std::vector<int64_t> sizes;
+  bool known = true;
   for (int i = 0; i < c.num_inputs(); ++i) {
     absl::StatusOr<std::vector<Dim>> dims = c.DimsOf(c.input(i));
     if (!dims.ok()) return dims.status();
-    if (!(*dims)[*axis].size.has_value()) {
-      return c.Error(absl::StrCat("the size of '", c.input(i), "' along the axis is unknown"));
-    }
-    sizes.push_back(*(*dims)[*axis].size);
+    known = known && (*dims)[*axis].size.has_value();
+    sizes.push_back((*dims)[*axis].size.value_or(0));
   }
-  onnx::NodeProto& split = c.b().Node("Split", {c.dy(), c.b().Ints(sizes)}, c.num_inputs());
+  std::string split_sizes;
+  if (known) {
+    split_sizes = b.Ints(sizes);
+  } else {
+    std::vector<std::string> parts;
+    for (int i = 0; i < c.num_inputs(); ++i) {
+      parts.push_back(b.Op("Gather", {b.Op("Shape", {c.input(i)}), b.Ints({*axis})}));
+    }
+    split_sizes = parts.size() == 1 ? parts[0] : b.Op("Concat", parts, {MakeAttribute("axis", 0L)});
+  }
+  onnx::NodeProto& split = b.Node("Split", {c.dy(), split_sizes}, c.num_inputs());
   *split.add_attribute() = MakeAttribute("axis", *axis);
   for (int i = 0; i < c.num_inputs(); ++i) c.SetGrad(i, split.output(i));
   return absl::OkStatus();

@@ -4,7 +4,10 @@
 
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "passes/graph/graph_index.h"
 #include "passes/graph/name_allocator.h"
 #include "passes/infer_types.h"
@@ -61,27 +64,123 @@ std::string ValueProblem(const GraphIndex& index, const LossOpSpec& spec) {
         onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(elem_type)), ")");
   }
   const onnx::TypeProto_Tensor& tensor = type->tensor_type();
-  if (spec.kind == LossOpSpec::Kind::kCrossEntropy &&
-      (!tensor.has_shape() || tensor.shape().dim_size() != 2)) {
-    return absl::StrCat("'", value, "' has rank ",
-                        tensor.has_shape() ? absl::StrCat(tensor.shape().dim_size()) : "unknown",
-                        "; cross_entropy takes logits [N, C]");
+  if (spec.kind == LossOpSpec::Kind::kMse) return "";
+  const bool causal = spec.kind == LossOpSpec::Kind::kCausalLm;
+  const int rank = tensor.has_shape() ? tensor.shape().dim_size() : -1;
+  if (rank < (causal ? 3 : 2) || (causal && rank != 3)) {
+    return absl::StrCat("'", value, "' has rank ", rank < 0 ? "unknown" : absl::StrCat(rank),
+                        causal ? "; causal_lm takes logits [N, T, C]"
+                               : "; cross_entropy takes logits [N, ..., C] (classes last)");
+  }
+  if (spec.label_smoothing > 0 && !tensor.shape().dim(rank - 1).has_dim_value()) {
+    return absl::StrCat("label_smoothing needs the number of classes, and dim ", rank - 1, " of '",
+                        value, "' has no size");
   }
   return "";
+}
+
+// An int64 1-D constant.
+std::string Ints(LossWriter& w, const std::vector<int64_t>& values) {
+  return w.Op("Constant", {}, "loss.ints", {onnx::MakeAttribute("value_ints", values)});
+}
+
+// The cross entropy of FP32 logits `x` (shape `shape`, classes last) against `labels`, as `loss`.
+void WriteCrossEntropy(LossWriter& w, const LossOpSpec& spec, std::string x,
+                       const onnx::TensorShapeProto& shape, std::string labels,
+                       const std::string& loss) {
+  using onnx::MakeAttribute;
+  const int64_t rank = shape.dim_size();
+  if (spec.kind == LossOpSpec::Kind::kCausalLm) {  // logits [:, :-1] against labels [:, 1:]
+    x = w.Op("Slice", {x, Ints(w, {0}), Ints(w, {-1}), Ints(w, {1})}, "causal_lm.logits");
+    labels = w.Op("Slice", {labels, Ints(w, {1}), Ints(w, {INT64_MAX}), Ints(w, {1})},
+                  "causal_lm.labels");
+  }
+  if (rank > 2) {  // the classes to axis 1, as SoftmaxCrossEntropyLoss takes them
+    std::vector<int64_t> perm = {0, rank - 1};
+    for (int64_t i = 1; i + 1 < rank; ++i) perm.push_back(i);
+    x = w.Op("Transpose", {x}, "cross_entropy.logits", {MakeAttribute("perm", perm)});
+  }
+  std::vector<onnx::AttributeProto> attributes = {MakeAttribute("reduction", std::string("mean"))};
+  if (spec.ignore_index) attributes.push_back(MakeAttribute("ignore_index", *spec.ignore_index));
+  if (spec.label_smoothing == 0) {
+    w.Op("SoftmaxCrossEntropyLoss", {x, labels}, "", std::move(attributes), loss);
+    return;
+  }
+  // (1 - e) NLL(log p) + e mean over the labelled positions of -sum_c log p_c / C.
+  const std::string log_p = w.Op("LogSoftmax", {x}, "log_p", {MakeAttribute("axis", int64_t{1})});
+  const std::string nll =
+      w.Op("NegativeLogLikelihoodLoss", {log_p, labels}, "nll", std::move(attributes));
+  const std::string classes_sum = w.Op("ReduceSum", {log_p, Ints(w, {1})}, "log_p.sum",
+                                       {MakeAttribute("keepdims", int64_t{0})});
+  std::string smooth = classes_sum, count;
+  if (spec.ignore_index) {
+    const std::string ignored =
+        w.Op("Constant", {}, "ignored", {MakeAttribute("value_int", *spec.ignore_index)});
+    const std::string kept =
+        w.Op("Not", {w.Op("Equal", {labels, ignored}, "ignored.mask")}, "kept");
+    const std::string weight =
+        w.Op("Cast", {kept}, "kept.f", {MakeAttribute("to", int64_t{kFloat})});
+    smooth = w.Op("Mul", {classes_sum, weight}, "log_p.kept");
+    count = w.Op("ReduceSum", {weight}, "kept.count", {MakeAttribute("keepdims", int64_t{0})});
+  } else {
+    count = w.Op("Cast", {w.Op("Size", {labels}, "labels.size")}, "labels.count",
+                 {MakeAttribute("to", int64_t{kFloat})});
+  }
+  const std::string total =
+      w.Op("ReduceSum", {smooth}, "log_p.total", {MakeAttribute("keepdims", int64_t{0})});
+  auto scalar = [&](double v) {
+    return w.Op("Constant", {}, "k", {MakeAttribute("value_float", static_cast<float>(v))});
+  };
+  const int64_t classes = shape.dim(rank - 1).dim_value();
+  const std::string smoothed = w.Op(
+      "Mul", {w.Op("Div", {total, count}, "log_p.mean"), scalar(-spec.label_smoothing / classes)},
+      "smoothing");
+  w.Op("Add", {w.Op("Mul", {nll, scalar(1 - spec.label_smoothing)}, "nll.part"), smoothed}, "", {},
+       loss);
 }
 
 }  // namespace
 
 absl::StatusOr<LossOpSpec> ParseLossOp(std::string_view text) {
+  auto error = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("--loss-op=", std::string(text), ": ", what));
+  };
   const size_t colon = text.find(':');
-  const std::string_view kind = text.substr(0, colon);
-  if (colon != std::string_view::npos && colon + 1 < text.size()) {
-    const std::string value(text.substr(colon + 1));
-    if (kind == "cross_entropy") return LossOpSpec{LossOpSpec::Kind::kCrossEntropy, value};
-    if (kind == "mse") return LossOpSpec{LossOpSpec::Kind::kMse, value};
+  const absl::string_view kind(text.data(), std::min(colon, text.size()));
+  const absl::string_view rest =
+      colon == std::string_view::npos
+          ? ""
+          : absl::string_view(text.data() + colon + 1, text.size() - colon - 1);
+  std::vector<absl::string_view> parts = absl::StrSplit(rest, ',');
+  LossOpSpec spec;
+  if (kind == "cross_entropy") {
+    spec.kind = LossOpSpec::Kind::kCrossEntropy;
+  } else if (kind == "causal_lm") {
+    spec.kind = LossOpSpec::Kind::kCausalLm;
+  } else if (kind == "mse") {
+    spec.kind = LossOpSpec::Kind::kMse;
   }
-  return absl::InvalidArgumentError(absl::StrCat("--loss-op=", std::string(text),
-                                                 ": expected cross_entropy:LOGITS or mse:OUTPUT"));
+  if (colon == std::string_view::npos || parts[0].empty() ||
+      (kind != "cross_entropy" && kind != "causal_lm" && kind != "mse")) {
+    return error("expected cross_entropy:LOGITS, causal_lm:LOGITS or mse:OUTPUT");
+  }
+  spec.value = std::string(parts[0]);
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const absl::string_view option = parts[i];
+    if (spec.kind == LossOpSpec::Kind::kMse) return error("mse takes no options");
+    int64_t index = 0;
+    double smoothing = 0;
+    if (absl::ConsumePrefix(&parts[i], "ignore_index=") && absl::SimpleAtoi(parts[i], &index)) {
+      spec.ignore_index = index;
+    } else if (absl::ConsumePrefix(&parts[i], "label_smoothing=") &&
+               absl::SimpleAtod(parts[i], &smoothing) && smoothing >= 0 && smoothing < 1) {
+      spec.label_smoothing = smoothing;
+    } else {
+      return error(absl::StrCat(
+          "option '", option, "': expected ignore_index=INTEGER or label_smoothing=E, 0 <= E < 1"));
+    }
+  }
+  return spec;
 }
 
 absl::StatusOr<PassResult> LossOp::Run(ModelContext& context) {
@@ -96,7 +195,7 @@ absl::StatusOr<PassResult> LossOp::Run(ModelContext& context) {
   absl::StatusOr<std::unique_ptr<GraphIndex>> index = GraphIndex::Build(graph);
   if (!index.ok()) return index.status();
   if (std::string problem = ValueProblem(**index, *spec); !problem.empty()) return error(problem);
-  const bool cross_entropy = spec->kind == LossOpSpec::Kind::kCrossEntropy;
+  const bool cross_entropy = spec->kind != LossOpSpec::Kind::kMse;
   const std::string& value = spec->value;
   const onnx::TypeProto type = *(*index)->Type(value);
   const int elem_type = type.tensor_type().elem_type();
@@ -114,15 +213,15 @@ absl::StatusOr<PassResult> LossOp::Run(ModelContext& context) {
   if (cross_entropy) {
     onnx::TypeProto_Tensor& labels = *added.mutable_type()->mutable_tensor_type();
     labels.set_elem_type(onnx::TensorProto::INT64);
-    *labels.mutable_shape()->add_dim() = type.tensor_type().shape().dim(0);
+    const auto& dims = type.tensor_type().shape().dim();
+    for (int i = 0; i + 1 < dims.size(); ++i) *labels.mutable_shape()->add_dim() = dims.Get(i);
   } else {
     *added.mutable_type() = type;
   }
   LossWriter w(graph, names);
   const std::string x = w.Fp32(value, elem_type);
   if (cross_entropy) {
-    w.Op("SoftmaxCrossEntropyLoss", {x, input}, "",
-         {onnx::MakeAttribute("reduction", std::string("mean"))}, loss);
+    WriteCrossEntropy(w, *spec, x, type.tensor_type().shape(), input, loss);
   } else {
     const std::string diff = w.Op("Sub", {x, w.Fp32(input, elem_type)}, "mse.diff");
     const std::string square = w.Op("Mul", {diff, diff}, "mse.square");

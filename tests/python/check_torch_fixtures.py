@@ -65,18 +65,12 @@ MOMENT = ".ampc.m" + NEXT  # AdamW's first moment: one per trained parameter
 
 # What ampc lacks, each as (feature, a part of ampc's error line). Training a fixture hits them
 # in this order; each was found by working around the ones before it in a scratch copy.
-BROADCAST = ("autodiff of a broadcast whose shape comes from constant subgraphs that strict "
-             "inference leaves unknown (the legacy exporter's ConstantOfShape/Where/Expand)",
-             "is broadcast (unknown size)")
 TOKEN_DATA = ("ampc train: int64 token inputs (it feeds one float32 image input)",
               "images must be uint8 or float32, not int64")
 TRAIN_CHECKS = ("train fp16 step", "train bf16 step", "ampc train")
 # (fixture file, check) -> the gaps it may fail on. A listed check must fail with one of their
 # errors; passing, or failing otherwise, fails the test (then update this table).
-EXPECTED_FAILURES = {
-    **{(f"{model}.legacy.onnx", check): (BROADCAST,)
-       for model in ("vit", "bert") for check in TRAIN_CHECKS},
-}
+EXPECTED_FAILURES: dict = {}
 for exporter in ("dynamo", "legacy"):  # and then ampc train cannot feed BERT's tokens
     key = ("bert." + exporter + ".onnx", "ampc train")
     EXPECTED_FAILURES[key] = EXPECTED_FAILURES.get(key, ()) + (TOKEN_DATA,)

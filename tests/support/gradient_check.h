@@ -51,6 +51,13 @@ struct Operand {
   std::vector<double> values;  // default: a deterministic pattern in [lo, hi], away from 0
   double lo = -1.0;
   double hi = 1.0;
+  // The dims the model declares, when not `shape` (e.g. "N,3" or "?,3": a symbolic or unknown
+  // batch, as exports with dynamic axes declare it); values are still fed with `shape`.
+  std::string declared;
+  Operand&& Declared(std::string dims) && {
+    declared = std::move(dims);
+    return std::move(*this);
+  }
 };
 
 struct GradientCase {
@@ -68,6 +75,7 @@ struct GradientCase {
   int opset = 17;
   double h = 1e-6;          // the finite-difference step
   double tolerance = 1e-6;  // absolute and relative
+  std::string y_declared;   // y's (and r's) declared dims when not `y` (see Operand::declared)
 };
 
 struct GradientComparison {
@@ -78,16 +86,18 @@ struct GradientComparison {
 
 inline std::string GradientCaseText(const GradientCase& c) {
   std::vector<std::string> decls;
-  auto decl = [](const std::string& type, const Shape& shape, const std::string& name) {
+  auto decl = [](const std::string& type, const Shape& shape, const std::string& name,
+                 const std::string& declared = "") {
+    if (!declared.empty()) return absl::StrCat(type, "[", declared, "] ", name);
     if (shape.empty()) return absl::StrCat(type, " ", name);
     return absl::StrCat(type, "[", absl::StrJoin(shape, ","), "] ", name);
   };
   for (const Operand& o : c.operands)
-    decls.push_back(decl(o.type.empty() ? c.type : o.type, o.shape, o.name));
-  decls.push_back(decl(c.type, c.y, "r"));
+    decls.push_back(decl(o.type.empty() ? c.type : o.type, o.shape, o.name, o.declared));
+  decls.push_back(decl(c.type, c.y, "r", c.y_declared));
   return absl::StrCat("<ir_version: 8, opset_import: [\"\" : ", c.opset, "]>\ng (",
                       absl::StrJoin(decls, ", "), ") => (", c.type, " loss) <",
-                      decl(c.type, c.y, "y"), "> {\n", c.body,
+                      decl(c.type, c.y, "y", c.y_declared), "> {\n", c.body,
                       "\n  prod = Mul(y, r)\n  loss = ReduceSum <keepdims = 0> (prod)\n}\n");
 }
 

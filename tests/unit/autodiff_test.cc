@@ -46,6 +46,12 @@ GradientCase GeluCase(const std::string& approximate) {
   return c;
 }
 
+// A case whose operands and output are declared with `declared` dims (dynamic axes).
+GradientCase Symbolic(GradientCase c, std::string y_declared) {
+  c.y_declared = std::move(y_declared);
+  return c;
+}
+
 std::vector<GradientCase> Cases() {
   const Operand x("x", {2, 3});
   return {
@@ -76,6 +82,28 @@ std::vector<GradientCase> Cases() {
       {"Identity", {x}, "y = Identity(x)", {2, 3}},
       CastCase(),
       {"MatMul", {x, {"w", {3, 4}}}, "y = MatMul(x, w)", {2, 4}},
+      // Dynamic axes: equal names broadcast alike; unknown dims are decided at run time.
+      Symbolic({"Add_named_batch",
+                {Operand("x", {2, 3}).Declared("N,3"), Operand("p", {2, 3}).Declared("N,3")},
+                "y = Add(x, p)",
+                {2, 3}},
+               "N,3"),
+      Symbolic({"Add_broadcast_decided_at_run_time",
+                {Operand("x", {2, 3}).Declared("?,3"), Operand("p", {1, 3}).Declared("?,3")},
+                "y = Add(x, p)",
+                {2, 3}},
+               "?,3"),
+      Symbolic({"Mul_lower_rank_broadcast_decided_at_run_time",
+                {Operand("x", {2, 2, 3}).Declared("?,?,3"), Operand("p", {1, 3}).Declared("?,3")},
+                "y = Mul(x, p)",
+                {2, 2, 3}},
+               "?,?,3"),
+      Symbolic(
+          {"MatMul_batch_broadcast_decided_at_run_time",
+           {Operand("x", {2, 2, 3}).Declared("?,2,3"), Operand("w", {1, 3, 4}).Declared("?,3,4")},
+           "y = MatMul(x, w)",
+           {2, 2, 4}},
+          "?,2,4"),
       {"MatMul_batch_broadcast", {{"x", {2, 2, 3}}, {"w", {3, 4}}}, "y = MatMul(x, w)", {2, 2, 4}},
       {"MatMul_rank4_by_matrix",
        {{"x", {2, 3, 2, 3}}, {"w", {3, 4}}},
@@ -102,6 +130,11 @@ std::vector<GradientCase> Cases() {
        {2, 3}},
       {"Unsqueeze", {x}, "a = Constant <value_ints = [0]> ()\n  y = Unsqueeze(x, a)", {1, 2, 3}},
       {"Concat", {x, {"p", {2, 2}}}, "y = Concat <axis = 1> (x, p)", {2, 5}},
+      Symbolic({"Concat_sizes_known_at_run_time",
+                {Operand("x", {2, 3}).Declared("N,?"), Operand("p", {2, 2}).Declared("N,?")},
+                "y = Concat <axis = 1> (x, p)",
+                {2, 5}},
+               "N,?"),
       {"Split_one_output_unused",
        {{"x", {2, 5}}},
        "s = Constant <value_ints = [2, 3]> ()\n  y, z = Split <axis = 1> (x, s)",
@@ -134,6 +167,17 @@ std::vector<GradientCase> Cases() {
        {{"x", {2, 3, 4}}, Operand::Fixed("i", {2}, "int64", {2, 0})},
        "y = Gather <axis = -2> (x, i)",
        {2, 2, 4}},
+      // MobileNetV3's activations; x = 4 x0 spans all three pieces of each.
+      {"HardSwish",
+       {Operand("x", {2, 3})},
+       "s = Constant <value = double {4.0}> ()\n"
+       "  u = Mul(x, s)\n  y = HardSwish(u)",
+       {2, 3}},
+      {"HardSigmoid",
+       {Operand("x", {2, 3})},
+       "s = Constant <value = double {4.0}> ()\n"
+       "  u = Mul(x, s)\n  y = HardSigmoid <alpha = 0.3, beta = 0.4> (u)",
+       {2, 3}},
       GeluCase("none"),
       GeluCase("tanh"),
       {"Where",

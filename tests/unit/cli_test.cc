@@ -271,7 +271,7 @@ TEST_F(CliTest, TrainingFlagErrorsWriteNothingAndLeaveTheInputAlone) {
        "--loss and --loss-op exclude each other"},
       {{"--train", "--loss-op=softmax:logits"},
        2,
-       "--loss-op=softmax:logits: expected cross_entropy:LOGITS or mse:OUTPUT"},
+       "--loss-op=softmax:logits: expected cross_entropy:LOGITS, causal_lm:LOGITS or mse:OUTPUT"},
       {{"--train", "--loss-op=mse:"}, 2, "--loss-op=mse:: expected cross_entropy:LOGITS"},
       {{"--train", "--loss-op=cross_entropy:nothing"},
        1,

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "compiler/pipeline.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "models/cnn.h"
@@ -29,6 +30,7 @@ namespace {
 
 using testing::Floats;
 using testing::Int64s;
+using testing::PseudoFloats;
 using testing::Values;
 
 // Runs `passes` with --train options `training` (autocast to `low_dtype` where the passes
@@ -733,6 +735,87 @@ TEST(TrainingStep, LossOpCrossEntropyTrainsTheMlpsLogits) {
       **session, {{"image", Floats({8, 16}, Pattern(8 * 16))}, {"labels", Labels(8, 4)}}, 60);
   EXPECT_LT(last, 0.25f * first) << "first loss " << first << ", last " << last;
 }
+
+// PyTorch's cross entropy over [N, T, C] logits computed here in double: log-softmax per position,
+// (1 - e) (-log p[label]) + e mean_c(-log p_c), averaged over the positions whose label is not
+// `ignored`; with `shift`, position t against label t + 1 (transformers' causal-LM loss).
+double CrossEntropyReference(const std::vector<double>& logits, const std::vector<int64_t>& labels,
+                             int64_t n, int64_t t, int64_t c, bool shift, int64_t ignored,
+                             double e) {
+  double total = 0;
+  int64_t counted = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j + (shift ? 1 : 0) < t; ++j) {
+      const int64_t label = labels[i * t + j + (shift ? 1 : 0)];
+      if (label == ignored) continue;
+      const double* z = &logits[(i * t + j) * c];
+      double top = z[0], sum = 0, mean_log_p = 0;
+      for (int64_t k = 0; k < c; ++k) top = std::max(top, z[k]);
+      for (int64_t k = 0; k < c; ++k) sum += std::exp(z[k] - top);
+      for (int64_t k = 0; k < c; ++k) mean_log_p += (z[k] - top - std::log(sum)) / c;
+      total += (1 - e) * -(z[label] - top - std::log(sum)) + e * -mean_log_p;
+      ++counted;
+    }
+  }
+  return total / counted;
+}
+
+struct TokenLossCase {
+  std::string loss_op;
+  bool shift;
+  int64_t ignored;  // -100 also when the spec ignores nothing: no label is -100 then
+  double smoothing;
+};
+
+class TokenLoss : public ::testing::TestWithParam<TokenLossCase> {};
+
+// Token logits [N, T, C] = x W: the first step's loss (before any update) against the reference,
+// and the loss falling over steps.
+TEST_P(TokenLoss, FirstLossMatchesPyTorchsFormulaAndTrainingLowersIt) {
+  const TokenLossCase& c = GetParam();
+  constexpr int64_t kN = 2, kT = 4, kD = 3, kC = 5;
+  const std::vector<float> w = PseudoFloats(kD * kC, 7, -1, 1);
+  onnx::ModelProto model = testing::ParseModelText(absl::StrCat(
+      "<ir_version: 8, opset_import: [\"\" : 17]>\ng (float[N, T, 3] x) => (float[N, T, 5] "
+      "logits)\n<float[3, 5] w = {",
+      absl::StrJoin(w, ", "), "}>\n{\n  logits = MatMul(x, w)\n}"));
+  TrainingOptions options;
+  options.loss_op = c.loss_op;
+  options.optimizer = TrainingOptions::Optimizer::kSgd;
+  CpuBackend backend(1);
+  auto session = CompileAndOpen(model, kLossOpPipeline, options, backend);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const std::vector<float> x = PseudoFloats(kN * kT * kD, 3, -2, 2);
+  const std::vector<int64_t> labels = {1, 4, -100, 0, 2, 2, 3, -100};
+  std::vector<double> logits(kN * kT * kC, 0.0);
+  for (int64_t r = 0; r < kN * kT; ++r) {
+    for (int64_t k = 0; k < kC; ++k) {
+      for (int64_t d = 0; d < kD; ++d) logits[r * kC + k] += double{x[r * kD + d]} * w[d * kC + k];
+    }
+  }
+  const double expected =
+      CrossEntropyReference(logits, labels, kN, kT, kC, c.shift, c.ignored, c.smoothing);
+  const NamedTensors inputs = {{"x", Floats({kN, kT, kD}, x)},
+                               {"labels", Int64s({kN, kT}, labels)}};
+  absl::StatusOr<StepResult> step = (*session)->Step(inputs, 0.5f);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_NEAR(step->loss, expected, 1e-5 * std::abs(expected));
+  const auto [first, last] = TrainSteps(**session, inputs, 100);
+  EXPECT_LT(last, 0.9f * first) << "first loss " << first << ", last " << last;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    LossOp, TokenLoss,
+    ::testing::Values(TokenLossCase{"cross_entropy:logits,ignore_index=-100", false, -100, 0},
+                      TokenLossCase{"cross_entropy:logits,ignore_index=-100,label_smoothing=0.1",
+                                    false, -100, 0.1},
+                      TokenLossCase{"causal_lm:logits,ignore_index=-100", true, -100, 0},
+                      TokenLossCase{"causal_lm:logits,ignore_index=-100,label_smoothing=0.2", true,
+                                    -100, 0.2}),
+    [](const auto& info) {
+      return absl::StrCat(info.param.shift ? "causal_lm" : "cross_entropy",
+                          info.param.smoothing > 0 ? "_label_smoothing" : "");
+    });
 
 TEST(TrainingStep, LossOpMseFitsALinearMap) {
   onnx::ModelProto model = testing::ParseModelText(R"(<ir_version: 8, opset_import: ["" : 17]>
