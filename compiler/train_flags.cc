@@ -21,8 +21,9 @@
 ABSL_FLAG(bool, train, false, "Compile a training model: training_info with the training step.");
 ABSL_FLAG(std::string, loss, "", "--train: the scalar loss value of the forward graph.");
 ABSL_FLAG(std::string, loss_op, "",
-          "--train: cross_entropy:LOGITS or mse:OUTPUT adds that loss (and a labels or target "
-          "input) to a forward model without one; replaces --loss.");
+          "--train: cross_entropy:LOGITS, causal_lm:LOGITS (with ,ignore_index=I and "
+          ",label_smoothing=E) or mse:OUTPUT adds that loss (and a labels or target input) to a "
+          "forward model without one; replaces --loss.");
 ABSL_FLAG(std::string, optimizer, "adamw", "--train: sgd, momentum, adam or adamw.");
 constexpr double kDefaultWeightDecay = -1.0;  // the optimizer's: AdamW 0.01, the others 0
 ABSL_FLAG(double, weight_decay, kDefaultWeightDecay,
