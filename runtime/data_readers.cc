@@ -271,6 +271,38 @@ absl::StatusOr<Dataset> ReadIdxDataset(const std::string& images, const std::str
   return CheckCounts(std::move(data), images, labels);
 }
 
+absl::StatusOr<Dataset> ReadColumnsDir(const std::string& dir, const std::string& extension) {
+  std::vector<std::filesystem::path> files;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    if (entry.path().extension() == "." + extension) files.push_back(entry.path());
+  }
+  if (error) return Bad(dir, absl::StrCat("cannot list: ", error.message()));
+  std::sort(files.begin(), files.end());
+  if (files.empty()) return Bad(dir, absl::StrCat("holds no .", extension, " files"));
+  Dataset data;
+  for (const std::filesystem::path& file : files) {
+    const std::string path = file.string();
+    AMPC_ASSIGN_OR_RETURN(Tensor values,
+                          extension == "npy" ? ReadNpy(path) : ReadTensorProtoFile(path));
+    if (values.rank() < 1) return Bad(path, "is a scalar; a column is [N, ...], N samples");
+    if (values.dtype() == DType::kDouble) {
+      Tensor narrowed = Tensor::Host(DType::kFloat, values.shape());
+      for (int64_t i = 0; i < values.size(); ++i) {
+        narrowed.data<float>()[i] = static_cast<float>(values.data<double>()[i]);
+      }
+      values = std::move(narrowed);
+    }
+    if (values.dtype() == DType::kFloat) AMPC_RETURN_IF_ERROR(CheckFinite(values, path));
+    if (!data.columns.empty() && values.dim(0) != data.size()) {
+      return Bad(path, absl::StrCat("holds ", values.dim(0), " samples; ", data.columns[0].file,
+                                    " holds ", data.size()));
+    }
+    data.columns.push_back({file.stem().string(), std::move(values), path});
+  }
+  return data;
+}
+
 absl::Status CheckLabels(const Dataset& data, int64_t classes, const std::string& file,
                          std::optional<int64_t> ignored) {
   const int64_t* labels = data.labels.data<int64_t>();
@@ -301,7 +333,9 @@ Dataset SyntheticDataset(int64_t count, uint64_t seed) {
   std::mt19937_64 pattern_engine(0x5eed);  // the class patterns are the same for every seed
   std::vector<float> patterns(kClasses * kPixels);
   for (float& p : patterns) p = static_cast<float>(pattern_engine() >> 40) / float(1 << 24);
-  Dataset data{Tensor::Host(DType::kFloat, {count, 28, 28}), Tensor::Host(DType::kInt64, {count})};
+  Dataset data;
+  data.images = Tensor::Host(DType::kFloat, {count, 28, 28});
+  data.labels = Tensor::Host(DType::kInt64, {count});
   for (int64_t n = 0; n < count; ++n) {
     const int64_t label = static_cast<int64_t>(engine() % kClasses);
     data.labels.data<int64_t>()[n] = label;
@@ -346,16 +380,26 @@ absl::StatusOr<DataSplits> LoadFiles(const std::string& kind, const std::string&
   if (kind == "fashion-mnist") return LoadIdxDir(kind, arg.empty() ? kFashionMnistDir : arg);
   if (kind == "mnist" && !arg.empty()) return LoadIdxDir(kind, arg);
   if ((kind == "npy" || kind == "pb") && !arg.empty()) {
-    const auto read = kind == "npy" ? ReadNpyDataset : ReadPbDataset;
     const std::filesystem::path dir(arg);
-    auto path = [&](const char* split, const char* part) {
-      return (dir / absl::StrCat(split, "-", part, ".", kind)).string();
-    };
     DataSplits splits;
-    splits.files = {path("train", "images"), path("train", "labels"), path("test", "images"),
-                    path("test", "labels")};
-    AMPC_ASSIGN_OR_RETURN(splits.train, read(splits.files[0], splits.files[1]));
-    AMPC_ASSIGN_OR_RETURN(splits.test, read(splits.files[2], splits.files[3]));
+    if (std::filesystem::is_directory(dir / "train")) {
+      AMPC_ASSIGN_OR_RETURN(splits.train, ReadColumnsDir((dir / "train").string(), kind));
+      if (std::filesystem::is_directory(dir / "test")) {
+        AMPC_ASSIGN_OR_RETURN(splits.test, ReadColumnsDir((dir / "test").string(), kind));
+      }
+      for (const Dataset* split : {&splits.train, &splits.test}) {
+        for (const Column& column : split->columns) splits.files.push_back(column.file);
+      }
+    } else {
+      const auto read = kind == "npy" ? ReadNpyDataset : ReadPbDataset;
+      auto path = [&](const char* split, const char* part) {
+        return (dir / absl::StrCat(split, "-", part, ".", kind)).string();
+      };
+      splits.files = {path("train", "images"), path("train", "labels"), path("test", "images"),
+                      path("test", "labels")};
+      AMPC_ASSIGN_OR_RETURN(splits.train, read(splits.files[0], splits.files[1]));
+      AMPC_ASSIGN_OR_RETURN(splits.test, read(splits.files[2], splits.files[3]));
+    }
     splits.description = absl::StrCat(kind, " (", arg, "): ", splits.train.size(), " train, ",
                                       splits.test.size(), " test");
     return splits;
@@ -373,8 +417,11 @@ absl::StatusOr<DataSplits> LoadData(const std::string& spec) {
   if (kind != "synthetic") return WithTrainingSamples(LoadFiles(kind, arg));
   int64_t count = 2048;  // synthetic[:N], N checked by CheckDataSpec
   if (!arg.empty() && !absl::SimpleAtoi(arg, &count)) return absl::InternalError("unchecked N");
-  DataSplits splits{
-      SyntheticDataset(count, 1), SyntheticDataset(std::max<int64_t>(count / 4, 1), 2), "", {}};
+  DataSplits splits{SyntheticDataset(count, 1),
+                    SyntheticDataset(std::max<int64_t>(count / 4, 1), 2),
+                    "",
+                    {},
+                    count};
   splits.description =
       absl::StrCat("synthetic: ", splits.train.size(), " train, ", splits.test.size(), " test");
   return splits;

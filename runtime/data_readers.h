@@ -14,11 +14,32 @@
 
 namespace ampc {
 
+// One array of the by-name layout: the values of graph input `name` for every sample, [N, ...].
+struct Column {
+  std::string name;
+  Tensor values;
+  std::string file;  // where it was read ("" for synthetic data)
+};
+
+// Either images and labels (the IDX, {train,test}-{images,labels} and 784-pixel synthetic
+// layouts) or named columns (by_name(): DIR/{train,test}/INPUT_NAME.npy, or synthetic samples
+// shaped from the model), every one with the same N.
 struct Dataset {
   // [N, ...] per-sample pixels: uint8 (0..255, scaled by 1/255 in batches) or float32 (as is).
   Tensor images;
   Tensor labels;  // int64 [N]
-  int64_t size() const { return labels.empty() ? 0 : labels.dim(0); }
+  std::vector<Column> columns;
+  bool by_name() const { return !columns.empty(); }
+  int64_t size() const {
+    if (by_name()) return columns[0].values.rank() == 0 ? 0 : columns[0].values.dim(0);
+    return labels.empty() ? 0 : labels.dim(0);
+  }
+  const Column* Find(const std::string& name) const {
+    for (const Column& column : columns) {
+      if (column.name == name) return &column;
+    }
+    return nullptr;
+  }
 };
 
 struct DataSplits {
@@ -26,7 +47,13 @@ struct DataSplits {
   Dataset test;
   std::string description;         // "fashion-mnist (/usr/share/...): 60000 train, 10000 test"
   std::vector<std::string> files;  // the files read (none for synthetic data)
+  int64_t synthetic = 0;           // N of synthetic[:N]; 0 for data read from files
 };
+
+// The by-name layout of one split: every DIR/SPLIT/*.npy (or *.pb) file is the column named
+// after the file's stem, [N, ...] of any integer or float dtype (float64 read as float32); every
+// column has the same N (an error names the two files that differ).
+absl::StatusOr<Dataset> ReadColumnsDir(const std::string& dir, const std::string& extension);
 
 // IDX files (magic 0x00000803 with dims N, rows, cols for images; 0x00000801 with N for labels),
 // read through zlib, so gzip-compressed and raw files alike. Errors name the file: a wrong
@@ -54,7 +81,8 @@ Dataset SyntheticDataset(int64_t count, uint64_t seed);
 
 // A --data value: `fashion-mnist[:DIR]` or `mnist:DIR` (DIR/{train,t10k}-{images-idx3,
 // labels-idx1}-ubyte[.gz]; fashion-mnist's default DIR is /usr/share/datasets/fashion-mnist),
-// `npy:DIR` (DIR/{train,test}-{images,labels}.npy), `pb:DIR` (the same names with .pb) or
+// `npy:DIR` (DIR/{train,test}-{images,labels}.npy, or the by-name layout DIR/{train,test}/
+// INPUT_NAME.npy when DIR/train is a directory), `pb:DIR` (the same names with .pb) or
 // `synthetic[:N]` (N training samples, default 2048, and N/4 test samples of other noise).
 absl::StatusOr<DataSplits> LoadData(const std::string& spec);
 

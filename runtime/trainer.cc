@@ -16,6 +16,7 @@
 #include "passes/training/training_state.h"
 #include "runtime/device.h"
 #include "runtime/learning_rate.h"
+#include "runtime/synthetic_data.h"
 #include "runtime/trainer_feeding.h"
 #include "runtime/trainer_progress.h"
 #include "runtime/training_session.h"
@@ -80,7 +81,7 @@ absl::StatusOr<RunSettings> ReadRunSettings(const onnx::ModelProto& model,
 // The batch must fit the model's declared batch and the training set.
 absl::Status CheckBatch(const Feeding& feeding, const Dataset& train, int64_t batch) {
   if (feeding.fixed_batch > 0 && feeding.fixed_batch != batch) {
-    return OptionError(absl::StrCat("the model's input '", feeding.image_input,
+    return OptionError(absl::StrCat("the model's input '", feeding.batch_input,
                                     "' has a fixed batch of ", feeding.fixed_batch,
                                     "; use --batch ", feeding.fixed_batch));
   }
@@ -176,9 +177,7 @@ absl::Status Trainer::RunEpoch(int64_t epoch) {
   int64_t queued = 0;
   for (int64_t i = batches_run_ % per_epoch_; i < per_epoch_; ++i) {
     const std::span<const int64_t> indices(order.data() + i * batch, batch);
-    AMPC_ASSIGN_OR_RETURN(Batch b, MakeBatch(data_.train, indices, feeding_.sample_shape));
-    const NamedTensors inputs = {{feeding_.image_input, b.images},
-                                 {feeding_.label_input, b.labels}};
+    AMPC_ASSIGN_OR_RETURN(const NamedTensors inputs, BatchInputs(data_.train, indices, feeding_));
     absl::Status run = session_.Run(inputs, settings_.rate);
     if (!run.ok()) {
       return InFile(options_.model_path, run, absl::StrCat("step ", batches_run_ + 1, ": "));
@@ -211,14 +210,20 @@ absl::Status Trainer::ReadBack(int64_t epoch, const NamedTensors& last_batch) {
 }
 
 absl::Status Trainer::EndEpoch(int64_t epoch) {
-  AMPC_ASSIGN_OR_RETURN(double accuracy,
-                        TestAccuracy(session_, data_.test, feeding_, options_.batch));
-  std::cout << absl::StrFormat(
-                   "epoch %d: test accuracy %s, %d steps applied, %d skipped, scale %g\n",
-                   epoch + 1,
-                   data_.test.size() > 0 ? absl::StrFormat("%.4f", accuracy)
-                                         : std::string("n/a (no test samples)"),
-                   state_.step, state_.skipped_steps, state_.scale)
+  AMPC_ASSIGN_OR_RETURN(const TestMetrics metrics,
+                        Test(session_, data_.test, feeding_, options_.batch));
+  std::string tested = "test accuracy n/a (no test samples)";
+  if (data_.test.size() > 0) {
+    std::vector<std::string> parts;
+    if (metrics.accuracy) parts.push_back(absl::StrFormat("test accuracy %.4f", *metrics.accuracy));
+    if (metrics.loss && (data_.test.by_name() || !metrics.accuracy)) {
+      parts.push_back(absl::StrFormat("test loss %.4f", *metrics.loss));
+    }
+    tested = parts.empty() ? "test: no accuracy (no [B, C] logits with labels [B]) and no loss"
+                           : absl::StrJoin(parts, ", ");
+  }
+  std::cout << absl::StrFormat("epoch %d: %s, %d steps applied, %d skipped, scale %g\n", epoch + 1,
+                               tested, state_.step, state_.skipped_steps, state_.scale)
             << std::flush;
   AMPC_RETURN_IF_ERROR(progress_.MetricsWritten());
   if (!options_.save) return absl::OkStatus();
@@ -232,8 +237,10 @@ void Note(const TrainerOptions& options, const std::string& line) {
 
 }  // namespace
 
-absl::Status Train(onnx::ModelProto model, const DataSplits& data, const TrainerOptions& options) {
+absl::Status Train(onnx::ModelProto model, const DataSplits& given, const TrainerOptions& options) {
   const std::string& path = options.model_path;
+  const absl::flat_hash_map<std::string, int64_t> vocab =
+      given.synthetic > 0 ? TokenVocabularies(model) : absl::flat_hash_map<std::string, int64_t>();
   absl::StatusOr<RunSettings> settings = ReadRunSettings(model, options);
   if (!settings.ok()) return InFile(path, settings.status());
   const std::optional<int64_t> ignored_label = IgnoredLabel(model);
@@ -248,6 +255,14 @@ absl::Status Train(onnx::ModelProto model, const DataSplits& data, const Trainer
   if (!created.ok()) return InFile(path, created.status());
   TrainingSession& session = **created;
   session.set_capture(options.capture);
+  DataSplits shaped;  // synthetic data shaped from the model, when it takes no 28x28 images
+  if (given.synthetic > 0 && !TakesSyntheticImages(session)) {
+    absl::StatusOr<DataSplits> made = SyntheticForModel(
+        session, vocab, given.synthetic, std::max<int64_t>(given.synthetic / 4, 1), 1);
+    if (!made.ok()) return InFile(path, made.status());
+    shaped = *std::move(made);
+  }
+  const DataSplits& data = shaped.synthetic > 0 ? shaped : given;
   absl::StatusOr<Feeding> feeding = PlanFeeding(session, data.train);
   if (!feeding.ok()) {
     return InFile(path, feeding.status(), absl::StrCat("--data ", options.data, ": "));

@@ -268,6 +268,13 @@ void AddMathGradientRules(GradientRuleTable& table) {
                              return absl::OkStatus();
                            },
                            {}});
+  // The gradient goes back to x's type; `like` only lends its type.
+  table.emplace_back("CastLike",
+                     GradientRule{[](GradientContext& c) {
+                                    c.SetGrad(0, c.b().Op("CastLike", {c.dy(), c.input(0)}));
+                                    return absl::OkStatus();
+                                  },
+                                  {1}});
   table.emplace_back("Relu",
                      GradientRule{[](GradientContext& c) {
                                     GradientBuilder& b = c.b();

@@ -20,9 +20,8 @@ using ::testing::HasSubstr;
 using testing::Operand;
 
 // The FP32 round trip rounds x + h: a larger step, and a tolerance for FP32's rounding of it.
-GradientCase CastCase() {
-  GradientCase c("Cast_to_float_and_back", {Operand("x", {2, 3})},
-                 "c = Cast <to = 1> (x)\n  y = Cast <to = 11> (c)", {2, 3});
+GradientCase RoundTripCase(std::string name, std::vector<Operand> operands, std::string body) {
+  GradientCase c(std::move(name), std::move(operands), std::move(body), {2, 3});
   c.h = 1e-2;
   c.tolerance = 1e-4;
   return c;
@@ -80,7 +79,10 @@ std::vector<GradientCase> Cases() {
        "e = Constant <value = uint8 {0}> ()\n  y = Pow(x, e)",
        {2, 3}},
       {"Identity", {x}, "y = Identity(x)", {2, 3}},
-      CastCase(),
+      RoundTripCase("Cast_to_float_and_back", {Operand("x", {2, 3})},
+                    "c = Cast <to = 1> (x)\n  y = Cast <to = 11> (c)"),
+      RoundTripCase("CastLike_to_float_and_back", {Operand("x", {2, 3}), Operand("f", {1}, false)},
+                    "f32 = Cast <to = 1> (f)\n  c = CastLike(x, f32)\n  y = Cast <to = 11> (c)"),
       {"MatMul", {x, {"w", {3, 4}}}, "y = MatMul(x, w)", {2, 4}},
       // Dynamic axes: equal names broadcast alike; unknown dims are decided at run time.
       Symbolic({"Add_named_batch",

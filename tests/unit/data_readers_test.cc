@@ -285,3 +285,41 @@ TEST(SyntheticDataTest, IsDeterministicInTheSeedAndInUnitRange) {
 
 }  // namespace
 }  // namespace ampc
+
+namespace ampc {
+namespace {
+
+// The by-name layout: DIR/{train,test}/INPUT_NAME.npy, any integer or float dtype and shape.
+TEST_F(DataReadersTest, NpyDirWithSplitFoldersFeedsColumnsByName) {
+  fs::create_directories(dir_ / "train");
+  fs::create_directories(dir_ / "test");
+  Write("train/input_ids.npy",
+        EncodeNpy(testing::Make<int32_t>(DType::kInt32, {2, 3}, {1, 2, 3, 4, 5, 6})));
+  Write("train/labels.npy", EncodeNpy(testing::Int64s({2}, {0, 1})));
+  Write("test/input_ids.npy", EncodeNpy(testing::Make<int32_t>(DType::kInt32, {1, 3}, {7, 8, 9})));
+  Write("test/labels.npy", EncodeNpy(testing::Int64s({1}, {1})));
+  absl::StatusOr<DataSplits> data = LoadData("npy:" + dir_.string());
+  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_TRUE(data->train.by_name());
+  EXPECT_EQ(data->train.size(), 2);
+  EXPECT_EQ(data->test.size(), 1);
+  const Column* ids = data->train.Find("input_ids");
+  ASSERT_NE(ids, nullptr);
+  EXPECT_EQ(ids->values.dtype(), DType::kInt32);
+  EXPECT_EQ(ids->values.data<int32_t>()[5], 6);
+  EXPECT_NE(data->train.Find("labels"), nullptr);
+  EXPECT_EQ(data->files.size(), 4u);
+}
+
+TEST_F(DataReadersTest, ColumnsOfDifferentCountsAreAnErrorNamingBothFiles) {
+  fs::create_directories(dir_ / "train");
+  Write("train/a.npy", EncodeNpy(testing::Int64s({2}, {0, 1})));
+  Write("train/b.npy", EncodeNpy(testing::Int64s({3}, {0, 1, 2})));
+  absl::StatusOr<DataSplits> data = LoadData("npy:" + dir_.string());
+  ASSERT_FALSE(data.ok());
+  EXPECT_THAT(data.status().message(), ::testing::HasSubstr("b.npy: holds 3 samples"));
+  EXPECT_THAT(data.status().message(), ::testing::HasSubstr("a.npy holds 2"));
+}
+
+}  // namespace
+}  // namespace ampc
