@@ -25,6 +25,7 @@
 #include "compiler/cli_args.h"
 #include "compiler/diagnostics.h"
 #include "compiler/exit_codes.h"
+#include "compiler/export_weights.h"
 #include "compiler/extract_step.h"
 #include "compiler/file_io.h"
 #include "compiler/model_io.h"
@@ -78,6 +79,10 @@ Usage:
                                 write the training step of a compiled training model as a
                                 standalone ONNX model: state in as graph inputs, the loss,
                                 ampc.applied, ampc.grad_norm and each STATE.ampc.next out
+  ampc export-weights MODEL -o WEIGHTS.npz|WEIGHTS.safetensors
+                                write the FP32 trained parameters and BatchNormalization
+                                statistics of a training model under the names of the PyTorch
+                                export, for load_state_dict (docs/training.md)
   ampc --version | --help
 
 Flags:
@@ -438,7 +443,8 @@ const std::vector<std::string>& FlagsOf(const std::string& command) {
          {"data", "batch", "epochs", "lr", "metrics", "save", "resume", "log_every", "seed",
           "max_consecutive_skips", "capture", "device", "threads", "tf32", "max_tensor_bytes",
           "max_memory", "max_loop_iterations"}},
-        {"extract-step", {"output", "with_state"}}};
+        {"extract-step", {"output", "with_state"}},
+        {"export-weights", {"output"}}};
   }();
   auto it = kFlags->find(command);
   return it == kFlags->end() ? kFlags->at("") : it->second;
@@ -483,7 +489,8 @@ absl::Status Dispatch(const CommandLine& line) {
   if (!IsCommand(args[0]) && args[0].find_first_of("./") == std::string::npos && !Exists(args[0])) {
     return UsageError(
         absl::StrCat("'", args[0],
-                     "' is neither a command (explain, print, run, train, extract-step) nor a "
+                     "' is neither a command (explain, print, run, train, extract-step, "
+                     "export-weights) nor a "
                      "model file"));
   }
   AMPC_RETURN_IF_ERROR(CheckFlagsApply(line));
@@ -491,6 +498,7 @@ absl::Status Dispatch(const CommandLine& line) {
   if (args[0] == "explain") return Explain(args);
   if (args[0] == "train") return TrainCommand(args);
   if (args[0] == "extract-step") return ExtractStepCommand(args);
+  if (args[0] == "export-weights") return ExportWeightsCommand(args);
   if (args[0] == "run")
     return RunModelCommand(args, line.repeated.count("input") ? line.repeated.at("input")
                                                               : std::vector<std::string>{});
