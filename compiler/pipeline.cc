@@ -10,6 +10,8 @@ namespace {
 
 constexpr char kVerifyInputReason[] = "the gate: nothing runs on a model that was not checked";
 constexpr char kInferTypesReason[] = "the passes after it read every value's type";
+constexpr char kUntieReason[] =
+    "--train: exporter-merged parameters (split by --untie) before types and casts are decided";
 constexpr char kLossOpReason[] = "--loss-op: adds the loss to the forward graph";
 constexpr char kRetypeReason[] = "types the loss loss-op added, before anything reads it";
 constexpr char kStepReason[] =
@@ -26,8 +28,9 @@ std::string UpgradeReason(const PipelineOptions& options) {
 // the output gate.
 std::vector<Placement> StandardPipeline(const PipelineOptions& options) {
   std::vector<Placement> pipeline = {{"verify-input", kVerifyInputReason},
-                                     {"upgrade-opset", UpgradeReason(options)},
-                                     {"infer-types", kInferTypesReason}};
+                                     {"upgrade-opset", UpgradeReason(options)}};
+  if (options.train) pipeline.push_back({"untie", kUntieReason});
+  pipeline.push_back({"infer-types", kInferTypesReason});
   if (options.train && options.loss_op) {
     pipeline.push_back({"loss-op", kLossOpReason});
     pipeline.push_back({"infer-types", kRetypeReason});
@@ -65,6 +68,9 @@ std::vector<Placement> RequestedPipeline(const PipelineOptions& options) {
     }
     if (!Has(pipeline, "upgrade-opset")) {
       pipeline.insert(Find(pipeline, "infer-types"), {"upgrade-opset", UpgradeReason(options)});
+    }
+    if (!Has(pipeline, "untie")) {
+      pipeline.insert(Find(pipeline, "infer-types"), {"untie", kUntieReason});
     }
     pipeline.insert(Find(pipeline, "verify"), {"training-step", kStepReason});
     if (options.loss_op && !Has(pipeline, "loss-op")) {

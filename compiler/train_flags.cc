@@ -24,6 +24,9 @@ ABSL_FLAG(std::string, loss_op, "",
           "--train: cross_entropy:LOGITS, causal_lm:LOGITS (with ,ignore_index=I and "
           ",label_smoothing=E) or mse:OUTPUT adds that loss (and a labels or target input) to a "
           "forward model without one; replaces --loss.");
+ABSL_FLAG(bool, untie, false,
+          "--train: give each parameter the exporter merged into one initializer (read through "
+          "Identity nodes) its own copy, so that each trains separately.");
 ABSL_FLAG(std::string, optimizer, "adamw", "--train: sgd, momentum, adam or adamw.");
 constexpr double kDefaultWeightDecay = -1.0;  // the optimizer's: AdamW 0.01, the others 0
 ABSL_FLAG(double, weight_decay, kDefaultWeightDecay,
@@ -136,6 +139,7 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
   if (!options.enabled) {
     if (!options.loss.empty()) return UsageError("--loss needs --train");
     if (!options.loss_op.empty()) return UsageError("--loss-op needs --train");
+    if (absl::GetFlag(FLAGS_untie)) return UsageError("--untie needs --train");
     if (!TrainConfigPath().empty()) return UsageError("--train-config needs --train");
     if (const char* flag = StepFlagGiven(); flag != nullptr) {
       std::string spelled = absl::StrCat("--", flag);
@@ -156,6 +160,7 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
         "--train needs --loss=NAME (the scalar loss value) or --loss-op=cross_entropy:LOGITS|"
         "causal_lm:LOGITS|mse:OUTPUT");
   }
+  options.untie = absl::GetFlag(FLAGS_untie);
   AMPC_RETURN_IF_ERROR(ParseOptimizer(absl::GetFlag(FLAGS_optimizer), options));
   AMPC_RETURN_IF_ERROR(ParseLossScale(absl::GetFlag(FLAGS_loss_scale), options));
   options.freeze = absl::GetFlag(FLAGS_freeze);

@@ -10,6 +10,7 @@
 #include "passes/insert_casts.h"
 #include "passes/training/loss_op.h"
 #include "passes/training/training_step.h"
+#include "passes/training/untie.h"
 #include "passes/upgrade_opset.h"
 #include "passes/verify.h"
 #include "passes/verify_input.h"
@@ -30,6 +31,7 @@ const std::vector<PassEntry>& Entries() {
          return std::make_unique<UpgradeOpset>(o.target_opset, o.training.enabled);
        }},
       {"infer-types", [](const PassOptions&) { return std::make_unique<InferTypes>(); }},
+      {"untie", [](const PassOptions& o) { return std::make_unique<Untie>(o.training.untie); }},
       {"loss-op",
        [](const PassOptions& o) { return std::make_unique<LossOp>(o.training.loss_op); }},
       {"training-step",

@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "passes/autodiff/autodiff.h"
 #include "passes/opset/standard_op_versions.h"
+#include "passes/training/folded_constants.h"
 #include "passes/training/training_state.h"
 
 namespace ampc {
@@ -29,6 +30,19 @@ std::string ScalarParametersWarning(const GraphIndex& index,
       "); if they are constants, keep them fixed with --freeze='", absl::StrJoin(quoted, "|"), "'");
 }
 
+// Moves the parameters the exporter folded from its constants out of `params` (they stay fixed)
+// and says which, once.
+std::string KeepFoldedConstants(const GraphIndex& index, std::vector<std::string>& params) {
+  const absl::flat_hash_set<std::string> folded = FoldedConstants(index.graph());
+  std::vector<std::string> fixed, trained;
+  for (std::string& p : params) (folded.contains(p) ? fixed : trained).push_back(std::move(p));
+  params = std::move(trained);
+  if (fixed.empty()) return "";
+  return absl::StrCat(fixed.size(), " initializer", fixed.size() == 1 ? "" : "s",
+                      " the exporter folded from constants ", fixed.size() == 1 ? "is" : "are",
+                      " kept fixed: ", absl::StrJoin(fixed, ", "));
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> StepParameters(const GraphIndex& forward,
@@ -37,6 +51,9 @@ absl::StatusOr<std::vector<std::string>> StepParameters(const GraphIndex& forwar
   absl::StatusOr<std::vector<std::string>> params =
       TrainableParameters(forward, options.loss, options.freeze);
   if (!params.ok()) return params.status();
+  if (std::string note = KeepFoldedConstants(forward, *params); !note.empty()) {
+    warnings.push_back(std::move(note));
+  }
   if (params->empty()) return absl::InvalidArgumentError("no trainable parameters reach the loss");
   if (std::string warning = ScalarParametersWarning(forward, *params); !warning.empty()) {
     warnings.push_back(std::move(warning));

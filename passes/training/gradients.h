@@ -18,7 +18,8 @@
 namespace ampc {
 
 // The trainable parameters of `forward` for options.loss and options.freeze (autodiff's
-// TrainableParameters); none is an error. Scalar ones are named in a warning.
+// TrainableParameters), less those the exporter folded from its constants (FoldedConstants, named
+// in one warning); none is an error. Scalar ones are named in a warning.
 absl::StatusOr<std::vector<std::string>> StepParameters(const GraphIndex& forward,
                                                         const TrainingOptions& options,
                                                         std::vector<std::string>& warnings);

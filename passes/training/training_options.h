@@ -33,6 +33,8 @@ struct TrainingOptions {
   std::string freeze;  // RE2; initializers whose names fully match are not trained
   // --loss-op KIND:VALUE: the loss-op pass adds that loss and sets `loss` to its name.
   std::string loss_op;
+  // --untie: the untie pass gives each parameter the exporter merged its own initializer.
+  bool untie = false;
 
   Optimizer optimizer = Optimizer::kAdamW;
   float lr = 1e-3f;  // recorded for the trainer (metadata ampc.lr); the step takes ampc.lr

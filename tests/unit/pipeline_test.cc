@@ -47,17 +47,29 @@ TEST(PipelineTest, Fp32RunsNoCastPasses) {
 
 TEST(PipelineTest, TrainPlacesTheStepAfterTheCastPasses) {
   EXPECT_THAT(Names(Flags({"--train"})),
-              ElementsAre("verify-input", "upgrade-opset", "infer-types", "autocast",
+              ElementsAre("verify-input", "upgrade-opset", "untie", "infer-types", "autocast",
                           "insert-casts", "fold-casts", "training-step", "verify"));
-  EXPECT_THAT(
-      Names(Flags({"--dtype=fp32", "--train"})),
-      ElementsAre("verify-input", "upgrade-opset", "infer-types", "training-step", "verify"));
+  EXPECT_THAT(Names(Flags({"--dtype=fp32", "--train"})),
+              ElementsAre("verify-input", "upgrade-opset", "untie", "infer-types", "training-step",
+                          "verify"));
+}
+
+TEST(PipelineTest, UntieRunsOnlyForTrainBeforeTheTypesAndTheCasts) {
+  EXPECT_THAT(Names(Flags({})), ::testing::Not(::testing::Contains("untie")));
+  const std::vector<Placement> train = PipelineFor(Flags({"--train"}));
+  ASSERT_EQ(train[2].pass, "untie");
+  EXPECT_THAT(train[2].reason, HasSubstr("--untie"));
+  // A list that lacks it gets it under --train, before the types.
+  EXPECT_THAT(Names(Flags({"--train"}, {"infer-types", "verify"})),
+              ElementsAre("verify-input", "upgrade-opset", "untie", "infer-types", "training-step",
+                          "verify"));
 }
 
 TEST(PipelineTest, LossOpIsAddedAndTypedBeforeAutocast) {
-  EXPECT_THAT(Names(Flags({"--train", "--loss-op"})),
-              ElementsAre("verify-input", "upgrade-opset", "infer-types", "loss-op", "infer-types",
-                          "autocast", "insert-casts", "fold-casts", "training-step", "verify"));
+  EXPECT_THAT(
+      Names(Flags({"--train", "--loss-op"})),
+      ElementsAre("verify-input", "upgrade-opset", "untie", "infer-types", "loss-op", "infer-types",
+                  "autocast", "insert-casts", "fold-casts", "training-step", "verify"));
 }
 
 TEST(PipelineTest, APassesListRunsAfterVerifyInputAsGiven) {
@@ -70,12 +82,12 @@ TEST(PipelineTest, APassesListRunsAfterVerifyInputAsGiven) {
 
 TEST(PipelineTest, TrainAddsWhatTheStepNeedsToAList) {
   EXPECT_THAT(Names(Flags({"--train"}, {"autocast", "verify"})),
-              ElementsAre("verify-input", "upgrade-opset", "infer-types", "autocast",
+              ElementsAre("verify-input", "upgrade-opset", "untie", "infer-types", "autocast",
                           "training-step", "verify"));
   // Without verify the step goes last; with --loss-op the loss comes after the first typing.
   EXPECT_THAT(Names(Flags({"--train", "--loss-op"}, {"infer-types", "autocast"})),
-              ElementsAre("verify-input", "upgrade-opset", "infer-types", "loss-op", "infer-types",
-                          "autocast", "training-step"));
+              ElementsAre("verify-input", "upgrade-opset", "untie", "infer-types", "loss-op",
+                          "infer-types", "autocast", "training-step"));
   // A list that names training-step is kept as it is.
   EXPECT_THAT(Names(Flags({"--train"}, {"training-step"})),
               ElementsAre("verify-input", "training-step"));
