@@ -3,12 +3,14 @@
 //
 //   ampc-bench-train MODEL --batch N [--device cpu|cuda|auto] [--threads N] [--warmup W]
 //                    [--steps S] [--classes C] [--seed K] [--profile] [--tf32] [--no-capture]
-//                    [--no-memory-plans]
+//                    [--no-memory-plans] [--seq L] [--ones NAME]
 //
 // Random data of the model's data inputs (floats in [0, 1), integer labels in [0, C)), one
 // batch reused for every step so that data loading is not timed. W untimed steps, then S timed
-// ones; each timed step is TrainingSession::Step, which ends when its loss is on the host, so a
+// ones (--seq L: symbolic dims after the batch, such as a sequence, take L; --ones NAME: input
+// NAME, such as an attention mask, is all ones); each timed step is TrainingSession::Step, which ends when its loss is on the host, so a
 // step's time is its whole device time. Prints one JSON line: median/min/max ms, steps, device,
+// cpu_per_wall (the process's CPU time over the timed steps' wall time: the cores they used),
 // steps applied and skipped, first and last loss, and the host-to-device copies per step (the
 // batch's inputs; anything more is a host round trip the step should not make), and
 // unsynced_ms_per_step: S more steps queued with nothing read back until the last, over S, and
@@ -25,6 +27,7 @@
 // Exit 2 on a bad command line, 1 when the model cannot be loaded or trained.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -58,6 +61,8 @@ struct Options {
   int warmup = 10;
   int steps = 50;
   int64_t classes = 10;
+  int64_t seq = 0;  // 0: symbolic dims after the batch are an error
+  std::vector<std::string> ones;
   uint32_t seed = 0;
   bool profile = false;
   bool tf32 = false;
@@ -167,13 +172,20 @@ absl::StatusOr<NamedTensors> RandomBatch(const TrainingSession& session, const O
     Shape shape;
     for (size_t d = 0; d < spec.dims.size(); ++d) {
       shape.push_back(d == 0 ? options.batch : spec.dims[d]);
+      if (shape.back() < 0 && options.seq > 0) shape.back() = options.seq;
       if (shape.back() < 0) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "input '", spec.name, "' has a symbolic dim after the batch; give a fixed shape"));
+            "input '", spec.name, "' has a symbolic dim after the batch; give a fixed shape or --seq"));
       }
     }
     Tensor t = Tensor::Host(spec.dtype, shape);
-    if (spec.dtype == DType::kFloat) {
+    const bool ones =
+        std::find(options.ones.begin(), options.ones.end(), spec.name) != options.ones.end();
+    if (ones && spec.dtype == DType::kInt64) {
+      for (int64_t& v : t.span<int64_t>()) v = 1;
+    } else if (ones && spec.dtype == DType::kFloat) {
+      for (float& v : t.span<float>()) v = 1;
+    } else if (spec.dtype == DType::kFloat) {
       std::uniform_real_distribution<float> dist(0, 1);
       for (float& v : t.span<float>()) v = dist(rng);
     } else if (spec.dtype == DType::kInt64) {
@@ -232,6 +244,13 @@ std::string JsonString(const std::string& text) {
   return out + "\"";
 }
 
+// The process's CPU time (all its threads), in milliseconds.
+double CpuMs() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
+}
+
 double Mib(uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 absl::Status Bench(const Options& options) {
@@ -248,10 +267,12 @@ absl::Status Bench(const Options& options) {
   int applied = 0;
   float first_loss = 0, last_loss = 0;
   uint64_t copies_before = 0;
+  double cpu_before = 0;
   for (int i = 0; i < options.warmup + options.steps; ++i) {
     if (i == options.warmup) {
       copies_before = HostCopies(*backend);
       backend->ResetPeak();
+      cpu_before = CpuMs();
     }
     const auto start = std::chrono::steady_clock::now();
     AMPC_ASSIGN_OR_RETURN(StepResult result, session->Step(batch, 1e-3f));
@@ -262,6 +283,9 @@ absl::Status Bench(const Options& options) {
     ms.push_back(took.count());
     applied += result.applied ? 1 : 0;
   }
+  const double cpu_ms = CpuMs() - cpu_before;
+  double wall_ms = 0;
+  for (double t : ms) wall_ms += t;
   const double copies =
       static_cast<double>(HostCopies(*backend) - copies_before) / static_cast<double>(ms.size());
   const MemoryStats memory = backend->memory_stats();
@@ -281,11 +305,11 @@ absl::Status Bench(const Options& options) {
   const double median = n % 2 == 1 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
   std::cout << absl::StrFormat(
       "{\"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"steps\": %d, \"device\": "
-      "\"%s\", \"applied\": %d, \"skipped\": %d, \"first_loss\": %.6g, \"last_loss\": %.6g, "
+      "\"%s\", \"cpu_per_wall\": %.3f, \"applied\": %d, \"skipped\": %d, \"first_loss\": %.6g, \"last_loss\": %.6g, "
       "\"host_copies_per_step\": %.2f, \"unsynced_ms_per_step\": %.4f, \"syncs_per_step\": "
       "%.2f, \"eager_unsynced_ms_per_step\": %.4f, \"eager_syncs_per_step\": %.2f, "
       "\"replayed_steps\": %d, \"capture_off\": %s, \"peak_mib\": %.1f, \"held_mib\": %.1f%s}\n",
-      median, ms.front(), ms.back(), static_cast<int>(n), backend->name(), applied,
+      median, ms.front(), ms.back(), static_cast<int>(n), backend->name(), cpu_ms / wall_ms, applied,
       static_cast<int>(n) - applied, first_loss, last_loss, copies, unsynced, syncs, eager_unsynced,
       eager_syncs, replayed, JsonString(capture_off), Mib(memory.peak_bytes),
       Mib(memory.live_bytes + memory.cached_bytes), profile);
@@ -309,6 +333,10 @@ bool ParseArgs(int argc, char** argv, Options& options) {
       ok = absl::SimpleAtoi(argv[++i], &options.steps) && options.steps >= 1;
     } else if (arg == "--classes" && has_value) {
       ok = absl::SimpleAtoi(argv[++i], &options.classes) && options.classes >= 1;
+    } else if (arg == "--seq" && has_value) {
+      ok = absl::SimpleAtoi(argv[++i], &options.seq) && options.seq >= 1;
+    } else if (arg == "--ones" && has_value) {
+      options.ones.push_back(argv[++i]);
     } else if (arg == "--seed" && has_value) {
       ok = absl::SimpleAtoi(argv[++i], &options.seed);
     } else if (arg == "--profile") {
@@ -337,7 +365,7 @@ int main(int argc, char** argv) {
   if (!ampc::ParseArgs(argc, argv, options)) {
     std::cerr << "usage: ampc-bench-train MODEL --batch N [--device cpu|cuda|auto] [--threads N] "
                  "[--warmup W] [--steps S] [--classes C] [--seed K] [--profile] [--tf32] "
-                 "[--no-capture] [--no-memory-plans]\n";
+                 "[--no-capture] [--no-memory-plans] [--seq L] [--ones NAME]\n";
     return 2;
   }
   if (absl::Status status = ampc::Bench(options); !status.ok()) {
