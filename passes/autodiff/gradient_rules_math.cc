@@ -117,37 +117,59 @@ absl::Status MatMulByMatrixGrad(GradientContext& c, int64_t k, int64_t n) {
   return absl::OkStatus();
 }
 
+// A 1-D operand is a matrix for the product (a row for A, a column for B), and dY gets the axis
+// the product dropped: each gradient is then a batched matrix product whose extra axis is squeezed
+// before the sum over Y's broadcast batch dims.
 absl::Status MatMulGrad(GradientContext& c) {
   absl::StatusOr<std::vector<Dim>> a = c.DimsOf(c.input(0));
   absl::StatusOr<std::vector<Dim>> b = c.DimsOf(c.input(1));
   absl::StatusOr<std::vector<Dim>> y = c.DimsOf(c.output(0));
   if (!a.ok() || !b.ok() || !y.ok())
     return !a.ok() ? a.status() : !b.ok() ? b.status() : y.status();
-  if (a->size() < 2 || b->size() < 2)
-    return c.Error("MatMul of a 1-D operand has no gradient rule");
   if (a->size() >= 3 && b->size() == 2 && (*b)[0].size && (*b)[1].size) {
     return MatMulByMatrixGrad(c, *(*b)[0].size, *(*b)[1].size);
+  }
+  GradientBuilder& g = c.b();
+  const bool a_vector = a->size() == 1, b_vector = b->size() == 1;
+  std::string lhs = c.input(0), rhs = c.input(1), dy = c.dy();
+  std::vector<Dim> y_dims = *y, a_dims = *a, b_dims = *b;
+  const Dim one{1, ""};
+  if (a_vector) {
+    lhs = g.Op("Unsqueeze", {lhs, g.Ints({0})});
+    dy = g.Op("Unsqueeze", {dy, g.Ints({b_vector ? 0 : -2})});
+    a_dims.insert(a_dims.begin(), one);
+    y_dims.insert(b_vector ? y_dims.begin() : y_dims.end() - 1, one);
+  }
+  if (b_vector) {
+    rhs = g.Op("Unsqueeze", {rhs, g.Ints({-1})});
+    dy = g.Op("Unsqueeze", {dy, g.Ints({-1})});
+    b_dims.push_back(one);
+    y_dims.push_back(one);
   }
   // Transposes the last two axes of `value`, of rank `rank`.
   auto swap = [&](const std::string& value, size_t rank) {
     std::vector<int64_t> perm;
     for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(i));
     std::swap(perm[rank - 1], perm[rank - 2]);
-    return c.b().Op("Transpose", {value}, {MakeAttribute("perm", perm)});
+    return g.Op("Transpose", {value}, {MakeAttribute("perm", perm)});
   };
-  // The gradient of an operand has Y's batch dims and the operand's matrix dims.
-  auto grad_dims = [&](const std::vector<Dim>& operand) {
-    std::vector<Dim> dims(y->begin(), y->end() - 2);
+  // The gradient of an operand has Y's batch dims and the operand's matrix dims; a 1-D operand's
+  // added axis (at `squeeze`) is dropped again.
+  auto set = [&](int slot, const std::string& grad, const std::vector<Dim>& operand, bool vector,
+                 int64_t squeeze) {
+    std::vector<Dim> dims(y_dims.begin(), y_dims.end() - 2);
     dims.insert(dims.end(), operand.end() - 2, operand.end());
-    return dims;
+    if (!vector) return c.SetReducedGrad(slot, grad, dims);
+    dims.erase(dims.end() + squeeze);
+    return c.SetReducedGrad(slot, g.Op("Squeeze", {grad, g.Ints({squeeze})}), dims);
   };
   if (c.NeedsGrad(0)) {
-    const std::string da = c.b().Op("MatMul", {c.dy(), swap(c.input(1), b->size())});
-    AMPC_RETURN_IF_ERROR(c.SetReducedGrad(0, da, grad_dims(*a)));
+    AMPC_RETURN_IF_ERROR(
+        set(0, g.Op("MatMul", {dy, swap(rhs, b_dims.size())}), a_dims, a_vector, -2));
   }
   if (c.NeedsGrad(1)) {
-    const std::string db = c.b().Op("MatMul", {swap(c.input(0), a->size()), c.dy()});
-    AMPC_RETURN_IF_ERROR(c.SetReducedGrad(1, db, grad_dims(*b)));
+    AMPC_RETURN_IF_ERROR(
+        set(1, g.Op("MatMul", {swap(lhs, a_dims.size()), dy}), b_dims, b_vector, -1));
   }
   return absl::OkStatus();
 }

@@ -1,6 +1,8 @@
 // Gradients of shape, layout, indexing and reduction ops, in standard ONNX.
 #include <onnx/defs/attr_proto_util.h>
 
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "passes/autodiff/gradient_rules.h"
 
@@ -132,6 +134,61 @@ absl::Status GatherGrad(GradientContext& c) {
   return absl::OkStatus();
 }
 
+// dx = dy added into zeros at the indices GatherElements read (any axis; negative indices are
+// ScatterElements' too).
+absl::Status GatherElementsGrad(GradientContext& c) {
+  GradientBuilder& b = c.b();
+  std::vector<onnx::AttributeProto> attributes = c.CopyAttributes({"axis"});
+  attributes.push_back(MakeAttribute("reduction", std::string("add")));
+  c.SetGrad(0, b.Op("ScatterElements", {b.ZerosLike(c.input(0)), c.input(1), c.dy()},
+                    std::move(attributes)));
+  return absl::OkStatus();
+}
+
+// Shape(value)[from:], as a 1-D int64 value.
+std::string ShapeTail(GradientBuilder& b, const std::string& value, int64_t from) {
+  return b.Op("Slice", {b.Op("Shape", {value}), b.Ints({from}), b.Ints({INT64_MAX})});
+}
+
+// dx = dy added into zeros at the index tuples (ScatterND). With batch_dims b, the b batch axes
+// flatten into one whose position heads every tuple, so one ScatterND serves all batches.
+absl::Status GatherNDGrad(GradientContext& c) {
+  GradientBuilder& b = c.b();
+  const std::string& x = c.input(0);
+  const int64_t batch = c.Int("batch_dims", 0);
+  const std::vector<onnx::AttributeProto> add = {MakeAttribute("reduction", std::string("add"))};
+  if (batch == 0) {
+    c.SetGrad(0, b.Op("ScatterND", {b.ZerosLike(x), c.input(1), c.dy()}, add));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<Dim>> index_dims = c.DimsOf(c.input(1));
+  if (!index_dims.ok()) return index_dims.status();
+  const int64_t tuple_rank = static_cast<int64_t>(index_dims->size()) - batch;  // I..., k
+  auto flatten = [&](const std::string& value) {
+    const std::string shape =
+        b.Op("Concat", {b.Ints({-1}), ShapeTail(b, value, batch)}, {MakeAttribute("axis", 0L)});
+    return b.Op("Reshape", {value, shape});
+  };
+  const std::string tuples = flatten(c.input(1));  // [batches, I..., k]
+  const std::string batches =
+      b.Op("ReduceProd", {b.Op("Slice", {b.Op("Shape", {x}), b.Ints({0}), b.Ints({batch})})},
+           {MakeAttribute("keepdims", 0L)});
+  const std::string ids =
+      b.Op("Range", {b.Op("Constant", {}, {MakeAttribute("value_int", int64_t{0})}), batches,
+                     b.Op("Constant", {}, {MakeAttribute("value_int", int64_t{1})})});
+  std::vector<int64_t> column(tuple_rank + 1, 1);
+  column[0] = -1;
+  const std::string heads_shape = b.Op(
+      "Concat", {b.Op("Slice", {b.Op("Shape", {tuples}), b.Ints({0}), b.Ints({-1})}), b.Ints({1})},
+      {MakeAttribute("axis", 0L)});
+  const std::string heads = b.Op("Expand", {b.Op("Reshape", {ids, b.Ints(column)}), heads_shape});
+  const std::string full = b.Op("Concat", {heads, tuples}, {MakeAttribute("axis", -1L)});
+  const std::string scattered =
+      b.Op("ScatterND", {flatten(b.ZerosLike(x)), full, flatten(c.dy())}, add);
+  c.SetGrad(0, b.Op("Reshape", {scattered, b.ShapeOf(x)}));
+  return absl::OkStatus();
+}
+
 // dx = dy with the reduced axes restored (keepdims=0) and expanded to x's shape; for a mean, also
 // divided by the number of elements each output averages (Size(x) / Size(y)).
 absl::Status ReduceGrad(GradientContext& c, bool mean) {
@@ -176,6 +233,8 @@ void AddTensorGradientRules(GradientRuleTable& table) {
   table.emplace_back("Split", GradientRule{SplitGrad, {}});
   table.emplace_back("Slice", GradientRule{SliceGrad, {}});
   table.emplace_back("Gather", GradientRule{GatherGrad, {}});
+  table.emplace_back("GatherElements", GradientRule{GatherElementsGrad, {}});
+  table.emplace_back("GatherND", GradientRule{GatherNDGrad, {}});
   table.emplace_back("Expand", GradientRule{ExpandGrad, {}});
   table.emplace_back("ReduceSum",
                      GradientRule{[](GradientContext& c) { return ReduceGrad(c, false); }, {}});

@@ -45,6 +45,22 @@ GradientCase GeluCase(const std::string& approximate) {
   return c;
 }
 
+// BatchNormalization in training mode at `opset` (18 moved ReduceMean's axes to an input; the
+// rule's statistics must be valid in the model's opset, as dynamo exports are opset 18).
+GradientCase BatchNormCase(int opset) {
+  GradientCase c(absl::StrCat("BatchNormalization_training_opset", opset),
+                 {{"x", {3, 2, 2, 2}},
+                  {"s", {2}},
+                  {"b", {2}},
+                  Operand("m", {2}, false),
+                  Operand("v", {2}, false)},
+                 "y, rm, rv = BatchNormalization <epsilon = 0.001, training_mode = 1> (x, s, b, m, "
+                 "v)",
+                 {3, 2, 2, 2});
+  c.opset = opset;
+  return c;
+}
+
 // A case whose operands and output are declared with `declared` dims (dynamic axes).
 GradientCase Symbolic(GradientCase c, std::string y_declared) {
   c.y_declared = std::move(y_declared);
@@ -111,6 +127,30 @@ std::vector<GradientCase> Cases() {
        {{"x", {2, 3, 2, 3}}, {"w", {3, 4}}},
        "y = MatMul(x, w)",
        {2, 3, 2, 4}},
+      // Attention's products: a broadcast batch on either side, and 1-D operands.
+      {"MatMul_rank4_broadcast_head_batch",
+       {{"q", {1, 2, 2, 3}}, {"k", {2, 2, 3, 2}}},
+       "y = MatMul(q, k)",
+       {2, 2, 2, 2}},
+      {"MatMul_lower_rank_lhs_broadcast",
+       {{"x", {2, 2, 3}}, {"w", {2, 1, 3, 4}}},
+       "y = MatMul(x, w)",
+       {2, 2, 2, 4}},
+      {"MatMul_vector_by_matrix", {{"v", {3}}, {"w", {3, 4}}}, "y = MatMul(v, w)", {4}},
+      {"MatMul_batched_by_vector", {{"x", {2, 2, 3}}, {"v", {3}}}, "y = MatMul(x, v)", {2, 2}},
+      {"MatMul_vector_by_batched", {{"v", {3}}, {"w", {2, 3, 4}}}, "y = MatMul(v, w)", {2, 4}},
+      {"MatMul_vector_dot_vector", {{"u", {3}}, {"v", {3}}}, "y = MatMul(u, v)", {}},
+      Symbolic({"MatMul_named_batch_by_matrix",
+                {Operand("x", {2, 3, 2, 3}).Declared("B,3,S,3"), {"w", {3, 4}}},
+                "y = MatMul(x, w)",
+                {2, 3, 2, 4}},
+               "B,3,S,4"),
+      Symbolic({"MatMul_named_batch_broadcast_heads",
+                {Operand("q", {2, 1, 2, 3}).Declared("B,1,S,3"),
+                 Operand("k", {2, 2, 3, 2}).Declared("B,2,3,S")},
+                "y = MatMul(q, k)",
+                {2, 2, 2, 2}},
+               "B,2,S,S"),
       {"Gemm_transB_bias",
        {x, {"w", {4, 3}}, {"b", {4}}},
        "y = Gemm <transB = 1> (x, w, b)",
@@ -169,6 +209,38 @@ std::vector<GradientCase> Cases() {
        {{"x", {2, 3, 4}}, Operand::Fixed("i", {2}, "int64", {2, 0})},
        "y = Gather <axis = -2> (x, i)",
        {2, 2, 4}},
+      {"GatherElements_axis1_negative_repeated_indices",
+       {{"x", {3, 4}}, Operand::Fixed("i", {3, 2}, "int64", {0, -1, 3, 3, 1, -4})},
+       "y = GatherElements <axis = 1> (x, i)",
+       {3, 2}},
+      {"GatherElements_axis0_default",
+       {{"x", {3, 2, 2}}, Operand::Fixed("i", {2, 2, 1}, "int64", {2, 0, 2, -1})},
+       "y = GatherElements(x, i)",
+       {2, 2, 1}},
+      Symbolic({"GatherElements_named_batch",
+                {Operand("x", {2, 3}).Declared("N,3"),
+                 Operand::Fixed("i", {2, 2}, "int64", {1, 1, 0, 2}).Declared("N,2")},
+                "y = GatherElements <axis = -1> (x, i)",
+                {2, 2}},
+               "N,2"),
+      {"GatherND_tuples_repeated",
+       {{"x", {3, 4, 2}}, Operand::Fixed("i", {3, 2}, "int64", {1, 2, -1, 0, 1, 2})},
+       "y = GatherND(x, i)",
+       {3, 2}},
+      {"GatherND_batch_dims1",
+       {{"x", {2, 3, 4}}, Operand::Fixed("i", {2, 2, 1}, "int64", {2, 2, -1, 0})},
+       "y = GatherND <batch_dims = 1> (x, i)",
+       {2, 2, 4}},
+      {"GatherND_batch_dims2_full_tuples",
+       {{"x", {2, 3, 4}}, Operand::Fixed("i", {2, 3, 1}, "int64", {0, 3, 3, 1, -1, 2})},
+       "y = GatherND <batch_dims = 2> (x, i)",
+       {2, 3}},
+      Symbolic({"GatherND_batch_dims1_named_batch",
+                {Operand("x", {2, 3, 4}).Declared("N,3,4"),
+                 Operand::Fixed("i", {2, 1, 2}, "int64", {0, 1, 2, 3}).Declared("N,1,2")},
+                "y = GatherND <batch_dims = 1> (x, i)",
+                {2, 1}},
+               "N,1"),
       // MobileNetV3's activations; x = 4 x0 spans all three pieces of each.
       {"HardSwish",
        {Operand("x", {2, 3})},
@@ -197,14 +269,8 @@ std::vector<GradientCase> Cases() {
        "s = Constant <value_ints = [2, 3, 4]> ()\n  y = Expand(x, s)",
        {2, 3, 4}},
       {"GlobalAveragePool", {{"x", {2, 3, 2, 2}}}, "y = GlobalAveragePool(x)", {2, 3, 1, 1}},
-      {"BatchNormalization_training",
-       {{"x", {3, 2, 2, 2}},
-        {"s", {2}},
-        {"b", {2}},
-        Operand("m", {2}, false),
-        Operand("v", {2}, false)},
-       "y, rm, rv = BatchNormalization <epsilon = 0.001, training_mode = 1> (x, s, b, m, v)",
-       {3, 2, 2, 2}},
+      BatchNormCase(17),
+      BatchNormCase(18),
       // Rules that emit ai.ampc gradient ops (their kernels on the CPU runtime).
       {"SoftmaxCrossEntropyLoss_adds_log_prob",
        {{"s", {3, 4}}, Operand::Fixed("t", {3}, "int64", {1, 3, 0})},
