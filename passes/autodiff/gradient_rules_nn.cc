@@ -62,7 +62,8 @@ absl::Status DropoutGrad(GradientContext& c) {
           : b.Op("Reciprocal", {b.Op("Sub", {one, b.Op("CastLike", {c.input(1), x})})});
   const std::string factor = b.Op("Where", {c.input(2), scale, one});
   const std::string kept = b.Op("Mul", {c.dy(), b.Op("CastLike", {mask, x})});
-  c.SetGrad(0, b.Op("Mul", {kept, factor}));
+  (void)kept;
+  c.SetGrad(0, b.Op("Mul", {c.dy(), factor}));
   return absl::OkStatus();
 }
 
@@ -94,21 +95,32 @@ absl::Status BatchNormalizationGrad(GradientContext& c) {
   GradientBuilder& b = c.b();
   std::vector<int64_t> axes = {0};
   for (int64_t axis = 2; axis < static_cast<int64_t>(dims->size()); ++axis) axes.push_back(axis);
-  auto mean = [&](const std::string& value) {
-    return b.Op("ReduceMean", {value}, {onnx::MakeAttribute("axes", axes)});
-  };
   const std::string& x = c.input(0);
-  const std::string batch_mean = mean(x);
-  const std::string centered = b.Op("Sub", {x, batch_mean});
+  // The statistics in FP32 (a sum of FP16 activations overflows long before their mean), as
+  // ReduceSum over the samples divided by their count, not ReduceMean: ReduceMean's axes moved
+  // from an attribute to an input at opset 18, ReduceSum's at 13, and the step is in the model's
+  // opset (13 and up). The count, Size(x) / C, is read at run time (the batch is often symbolic).
+  const std::string xf =
+      b.Op("Cast", {x}, {onnx::MakeAttribute("to", int64_t{onnx::TensorProto::FLOAT})});
+  const std::string axes_input = b.Ints(axes);
+  const std::string count =
+      b.Op("CastLike", {b.Op("Div", {b.Op("Size", {x}), b.Op("Size", {c.input(1)})}), xf});
+  auto mean = [&](const std::string& value) {
+    return b.Op("Div", {b.Op("ReduceSum", {value, axes_input}), count});
+  };
+  const std::string batch_mean = mean(xf);
+  const std::string centered = b.Op("Sub", {xf, batch_mean});
   const std::string variance = mean(b.Op("Mul", {centered, centered}));
   const float epsilon = c.Float("epsilon", 1e-5f);
-  const std::string shifted = b.Op("Add", {variance, b.Scalar(epsilon, b.ElemType(x))});
+  const std::string shifted = b.Op("Add", {variance, b.Scalar(epsilon, onnx::TensorProto::FLOAT)});
   const std::string inv_std = b.Op("Reciprocal", {b.Op("Sqrt", {shifted})});
   const std::string flat = b.Ints({-1});
+  auto saved = [&](const std::string& value) {
+    return b.Op("Reshape", {b.Op("CastLike", {value, x}), flat});
+  };
   return AmpcGrad(c, "BatchNormalizationGrad",
-                  {c.dy(), x, c.input(1), b.Op("Reshape", {batch_mean, flat}),
-                   b.Op("Reshape", {inv_std, flat})},
-                  {0, 1, 2}, {onnx::MakeAttribute("epsilon", epsilon)});
+                  {c.dy(), x, c.input(1), saved(batch_mean), saved(inv_std)}, {0, 1, 2},
+                  {onnx::MakeAttribute("epsilon", epsilon)});
 }
 
 // True when the forward pads explicitly (auto_pad absent or NOTSET).
