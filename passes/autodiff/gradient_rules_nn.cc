@@ -62,8 +62,7 @@ absl::Status DropoutGrad(GradientContext& c) {
           : b.Op("Reciprocal", {b.Op("Sub", {one, b.Op("CastLike", {c.input(1), x})})});
   const std::string factor = b.Op("Where", {c.input(2), scale, one});
   const std::string kept = b.Op("Mul", {c.dy(), b.Op("CastLike", {mask, x})});
-  (void)kept;
-  c.SetGrad(0, b.Op("Mul", {c.dy(), factor}));
+  c.SetGrad(0, b.Op("Mul", {kept, factor}));
   return absl::OkStatus();
 }
 
