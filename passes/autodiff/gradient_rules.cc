@@ -113,6 +113,7 @@ const GradientRule* FindGradientRule(std::string_view op_type) {
     AddMathGradientRules(table);
     AddTensorGradientRules(table);
     AddNnGradientRules(table);
+    AddEinsumGradientRules(table);
     auto* map = new absl::flat_hash_map<std::string, GradientRule>;
     for (auto& [op, rule] : table) map->emplace(op, std::move(rule));
     return map;

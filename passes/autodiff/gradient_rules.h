@@ -82,10 +82,11 @@ struct GradientRule {
 // The rule for a default-domain op; null when there is none.
 const GradientRule* FindGradientRule(std::string_view op_type);
 
-// Tables filled by gradient_rules_{math,tensor,nn}.cc.
+// Tables filled by gradient_rules_{math,tensor,nn,einsum}.cc.
 using GradientRuleTable = std::vector<std::pair<std::string, GradientRule>>;
 void AddMathGradientRules(GradientRuleTable& table);
 void AddTensorGradientRules(GradientRuleTable& table);
 void AddNnGradientRules(GradientRuleTable& table);
+void AddEinsumGradientRules(GradientRuleTable& table);
 
 }  // namespace ampc

@@ -241,6 +241,48 @@ std::vector<GradientCase> Cases() {
                 "y = GatherND <batch_dims = 1> (x, i)",
                 {2, 1}},
                "N,1"),
+      {"Einsum_matmul", {x, {"w", {3, 4}}}, "y = Einsum <equation = \"ij,jk->ik\"> (x, w)", {2, 4}},
+      {"Einsum_implicit_output",
+       {{"a", {2, 3}}, {"w", {4, 3}}},
+       "y = Einsum <equation = \"ij, kj\"> (a, w)",
+       {2, 4}},
+      {"Einsum_attention_scores",
+       {{"q", {2, 2, 3, 2}}, {"k", {2, 2, 4, 2}}},
+       "y = Einsum <equation = \"bhqd,bhkd->bhqk\"> (q, k)",
+       {2, 2, 3, 4}},
+      {"Einsum_label_summed_in_one_operand",
+       {{"a", {2, 3}}, {"v", {2}}},
+       "y = Einsum <equation = \"ij,i->i\"> (a, v)",
+       {2}},
+      {"Einsum_full_contraction",
+       {x, {"p", {2, 3}}},
+       "y = Einsum <equation = \"ij,ij->\"> (x, p)",
+       {}},
+      {"Einsum_outer_product_transposed",
+       {{"u", {2}}, {"v", {3}}},
+       "y = Einsum <equation = \"i,j->ji\"> (u, v)",
+       {3, 2}},
+      {"Einsum_three_operands",
+       {{"a", {2, 3}}, {"b", {3, 4}}, {"c", {4}}},
+       "y = Einsum <equation = \"ij,jk,k->ij\"> (a, b, c)",
+       {2, 3}},
+      {"Einsum_ellipsis_by_matrix",
+       {{"x", {2, 2, 3}}, {"w", {3, 4}}},
+       "y = Einsum <equation = \"...ij,jk->...ik\"> (x, w)",
+       {2, 2, 4}},
+      {"Einsum_ellipsis_broadcast_both_sides",
+       {{"a", {2, 1, 2, 3}}, {"b", {1, 3, 3, 2}}},
+       "y = Einsum <equation = \"...ij,...jk->...ik\"> (a, b)",
+       {2, 3, 2, 2}},
+      {"Einsum_ellipsis_in_middle_summed_by_other",
+       {{"a", {2, 3, 4}}, {"b", {4, 2}}},
+       "y = Einsum <equation = \"i...j,jk->...ik\"> (a, b)",
+       {3, 2, 2}},
+      Symbolic({"Einsum_named_batch",
+                {Operand("x", {2, 2, 3}).Declared("B,2,3"), {"w", {3, 4}}},
+                "y = Einsum <equation = \"bij,jk->bik\"> (x, w)",
+                {2, 2, 4}},
+               "B,2,4"),
       // MobileNetV3's activations; x = 4 x0 spans all three pieces of each.
       {"HardSwish",
        {Operand("x", {2, 3})},
@@ -412,6 +454,14 @@ TEST(Autodiff, DilatedAveragePoolIsAnErrorRatherThanAWrongGradient) {
   ASSERT_FALSE(model.ok());
   EXPECT_THAT(model.status().message(),
               HasSubstr("AveragePool with dilations (opset 19) has no gradient"));
+}
+
+TEST(Autodiff, EinsumDiagonalIsAnErrorNamingTheNode) {
+  GradientCase c{"Einsum_diagonal", {{"x", {3, 3}}}, "y = Einsum <equation = \"ii->i\"> (x)", {3}};
+  absl::StatusOr<onnx::ModelProto> model = testing::GradientModel(c);
+  ASSERT_FALSE(model.ok());
+  EXPECT_THAT(model.status().message(), HasSubstr("node #0 (Einsum)"));
+  EXPECT_THAT(model.status().message(), HasSubstr("repeats label 'i' (a diagonal)"));
 }
 
 TEST(Autodiff, OpWithoutRuleOffThePathIsFine) {
