@@ -19,6 +19,7 @@ void RegisterCpuKernels(KernelRegistry& registry) {
   RegisterAttentionKernels(registry);
   RegisterLrnKernels(registry);
   RegisterUnpoolKernels(registry);
+  RegisterDropoutKernels(registry);
 }
 
 }  // namespace ampc

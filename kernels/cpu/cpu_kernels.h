@@ -22,6 +22,7 @@ void RegisterSelectionKernels(KernelRegistry& registry);  // Unique, NonMaxSuppr
 void RegisterAttentionKernels(KernelRegistry& registry);
 void RegisterLrnKernels(KernelRegistry& registry);
 void RegisterUnpoolKernels(KernelRegistry& registry);  // MaxUnpool
+void RegisterDropoutKernels(KernelRegistry& registry);  // Dropout, ai.ampc.Dropout
 
 void RegisterCpuKernels(KernelRegistry& registry);
 

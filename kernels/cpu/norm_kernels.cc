@@ -1,14 +1,11 @@
 // Normalization ops: LayerNormalization, BatchNormalization, InstanceNormalization,
-// LpNormalization, MeanVarianceNormalization and Dropout. Statistics accumulate in FP32 (chunked,
-// reduce::ChunkedSum; MeanVarianceNormalization's in FP64) and every output is rounded once to
-// its element type. Pooling lives in
-// norm_pool_kernels.cc.
+// LpNormalization and MeanVarianceNormalization (Dropout: dropout_kernels.cc). Statistics
+// accumulate in FP32 (chunked, reduce::ChunkedSum; MeanVarianceNormalization's in FP64) and every
+// output is rounded once to its element type. Pooling lives in norm_pool_kernels.cc.
 #include <cmath>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <random>
 #include <utility>
 #include <vector>
 
@@ -373,96 +370,6 @@ absl::Status MeanVarianceNormalization(KernelContext& context) {
   return handled ? absl::OkStatus() : UnsupportedType(context, x, "input");
 }
 
-// The seed of a Dropout node without a `seed` attribute: runs are reproducible.
-constexpr uint64_t kDefaultDropoutSeed = 0x5eed'd50b'0a7c'0de5ULL;
-
-// Dropout. Inference (no training_mode input, or false, or ratio 0; and every opset before 12):
-// Y is X itself and the mask all true. Training (opset 12+): each element is kept with
-// probability 1 - ratio, drawn from this node's own mt19937_64, seeded with the `seed` attribute
-// (kDefaultDropoutSeed without one) and advanced by every run, so successive steps draw different
-// masks and a fresh session repeats the same sequence. Kept elements are scaled by 1/(1 - ratio).
-class DropoutKernel final : public OpKernel {
- public:
-  explicit DropoutKernel(const KernelInfo& info)
-      : generator_(info.attributes().Has("seed")
-                       ? static_cast<uint64_t>(info.attributes().Int("seed", 0))
-                       : kDefaultDropoutSeed) {}
-
-  absl::Status Compute(KernelContext& context) override {
-    const Tensor& x = context.in(0);
-    const int opset = context.info().opset;
-    float ratio = context.attributes().Float("ratio", 0.5f);
-    bool training = false;
-    if (opset >= 12) {
-      ratio = 0.5f;
-      if (const Tensor* r = context.input(1); r != nullptr) {
-        std::vector<float> value;
-        if (!LoadWidened(*r, value) || value.size() != 1) {
-          return NodeError(context, absl::StrCat("ratio must be one float, got ", r->TypeString()));
-        }
-        ratio = value[0];
-      }
-      if (const Tensor* t = context.input(2); t != nullptr) {
-        if (t->dtype() != DType::kBool || t->size() != 1) {
-          return NodeError(context,
-                           absl::StrCat("training_mode must be one bool, got ", t->TypeString()));
-        }
-        training = t->data<bool>()[0];
-      }
-    }
-    if (!training || ratio == 0.0f) {
-      context.SetOutput(0, x);
-      return WantsOutput(context, 1) ? Mask(context, x.shape(), nullptr) : absl::OkStatus();
-    }
-    if (!(ratio > 0.0f && ratio < 1.0f)) {
-      return NodeError(context, absl::StrCat("ratio must be in [0, 1), got ", ratio));
-    }
-    std::vector<bool> keep(static_cast<size_t>(x.size()));
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (size_t i = 0; i < keep.size(); ++i) {
-        const double u = static_cast<double>(generator_() >> 11) * 0x1.0p-53;  // [0, 1)
-        keep[i] = u >= ratio;
-      }
-    }
-    absl::Status status;
-    Dispatch<AMPC_FLOAT_TYPES>(x.dtype(), [&]<typename T>() {
-      using C = typename ampc::Compute<T>::type;
-      absl::StatusOr<Tensor*> y = context.Output(0, x.shape());
-      if (!y.ok()) {
-        status = y.status();
-        return;
-      }
-      const C scale = C{1} / (C{1} - static_cast<C>(ratio));
-      const T* px = x.data<T>();
-      T* py = (*y)->data<T>();
-      for (size_t i = 0; i < keep.size(); ++i) {
-        py[i] = ampc::Compute<T>::Store(keep[i] ? ampc::Compute<T>::Load(px[i]) * scale : C{0});
-      }
-    });
-    AMPC_RETURN_IF_ERROR(status);
-    return WantsOutput(context, 1) ? Mask(context, x.shape(), &keep) : absl::OkStatus();
-  }
-
- private:
-  // The mask: bool from opset 10, X's type before (all ones there, as only inference exists).
-  static absl::Status Mask(KernelContext& context, const Shape& shape,
-                           const std::vector<bool>* keep) {
-    AMPC_ASSIGN_OR_RETURN(Tensor * mask, context.Output(1, shape));
-    const bool handled = Dispatch<AMPC_FLOAT_TYPES, DType::kBool>(mask->dtype(), [&]<typename T>() {
-      T* p = mask->data<T>();
-      for (int64_t i = 0; i < mask->size(); ++i) {
-        const bool k = keep == nullptr || (*keep)[i];
-        p[i] = ampc::Compute<T>::Store(static_cast<typename ampc::Compute<T>::type>(k ? 1 : 0));
-      }
-    });
-    return handled ? absl::OkStatus() : UnsupportedType(context, *mask, "mask");
-  }
-
-  std::mutex mutex_;
-  std::mt19937_64 generator_;
-};
-
 }  // namespace
 
 void RegisterNormKernels(KernelRegistry& r) {
@@ -475,13 +382,6 @@ void RegisterNormKernels(KernelRegistry& r) {
              InstanceNormalization);
   r.Register("cpu", "LpNormalization", floats, LpNormalization);
   r.Register("cpu", "MeanVarianceNormalization", floats, MeanVarianceNormalization);
-  r.Register(KernelDef{"",
-                       "Dropout",
-                       "cpu",
-                       {{0, floats}, {1, floats}, {2, {DType::kBool}}},
-                       [](const KernelInfo& info) -> absl::StatusOr<std::unique_ptr<OpKernel>> {
-                         return std::make_unique<DropoutKernel>(info);
-                       }});
   RegisterPoolKernels(r);
 }
 

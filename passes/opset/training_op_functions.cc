@@ -248,6 +248,19 @@ v_out = Where (skip, v, v_new)
 )")};
 }
 
+// ai.ampc.Dropout: ONNX Dropout with the node's seed; `call` is what the ampc kernel draws from
+// (another runtime draws its own masks, as ONNX lets it).
+absl::StatusOr<Body> DropoutBody(int num_inputs, int num_outputs) {
+  if (num_inputs != 4 || (num_outputs != 1 && num_outputs != 2)) {
+    return absl::InvalidArgumentError("4 -> 1 or 2");
+  }
+  Body b{{"data", "ratio", "training_mode", "call"}, {"output"}, {"seed"}, ""};
+  if (num_outputs == 2) b.outputs.push_back("mask");
+  absl::StrAppend(&b.nodes, absl::StrJoin(b.outputs, ", "),
+                  " = Dropout <seed: int = @seed> (data, ratio, training_mode)\n");
+  return b;
+}
+
 using BodyBuilder = absl::StatusOr<Body> (*)(int num_inputs, int num_outputs);
 
 // Every ai.ampc op with a body. The gradient ops add theirs here.
@@ -258,6 +271,7 @@ const std::map<std::string, BodyBuilder>& Builders() {
       {"UnscaleClip", UnscaleClipBody},
       {"SGD", SgdBody},
       {"Adam", AdamBody},
+      {"Dropout", DropoutBody},
   };
   return *builders;
 }

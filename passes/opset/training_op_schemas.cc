@@ -16,6 +16,7 @@ namespace ampc {
 // twice is an error in libonnx).
 void RegisterScalerSchemas();     // CheckFinite, UpdateScale, UnscaleClip
 void RegisterOptimizerSchemas();  // SGD, Adam
+void RegisterDropoutSchema();     // Dropout
 void RegisterGradientSchemas();   // the gradient ops of the autodiff pass
 
 namespace {
@@ -197,6 +198,30 @@ void RegisterOptimizerSchemas() {
                }));
 }
 
+// ai.ampc.Dropout: ONNX Dropout whose masks are a function of (seed, call); the training step's
+// (passes/training/dropout_mode.h, docs/training-design.md).
+void RegisterDropoutSchema() {
+  Register(AmpcSchema("Dropout", __LINE__,
+                      "ONNX Dropout (opset 13) with a fourth input, call (int64 scalar >= 0): in "
+                      "training mode the kept elements of this run are a function of (seed, call, "
+                      "element index) only (ampc: Philox4x32-10, kernels/cpu/philox.h).")
+               .Input(0, "data", "", "T")
+               .Input(1, "ratio", "", "T1", OpSchema::Optional)
+               .Input(2, "training_mode", "", "tensor(bool)", OpSchema::Optional)
+               .Input(3, "call", "", "tensor(int64)")
+               .Output(0, "output", "", "T")
+               .Output(1, "mask", "", "tensor(bool)", OpSchema::Optional)
+               .Attr("seed", "", onnx::AttributeProto::INT, /*required=*/true)
+               .TypeConstraint("T", kGradientTypes, "Data types")
+               .TypeConstraint("T1", kGradientTypes, "Ratio types")
+               .TypeAndShapeInferenceFunction([](InferenceContext& ctx) {
+                 RequireScalars(ctx, {1, 2, 3});
+                 onnx::propagateElemTypeFromInputToOutput(ctx, 0, 0);
+                 if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+                 if (ctx.getNumOutputs() > 1) ShapeOf(ctx, 0, 1, TensorProto::BOOL);
+               }));
+}
+
 void RegisterGradientSchemas() {
   // The gradient ops of docs/training-design.md ("Gradient ops"):
   // passes/opset/gradient_op_schemas.cc.
@@ -219,6 +244,7 @@ void RegisterAmpcSchemas() {
     RegisterAmpcDomain();
     RegisterScalerSchemas();
     RegisterOptimizerSchemas();
+    RegisterDropoutSchema();
     RegisterGradientSchemas();
     RegisterAmpcVersionSchemas();
   });
