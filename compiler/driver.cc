@@ -424,7 +424,7 @@ const std::vector<std::string>& FlagsOf(const std::string& command) {
     const std::vector<std::string> training = {
         "train",      "loss",     "loss_op",     "optimizer",  "weight_decay",
         "momentum",   "nesterov", "freeze",      "loss_scale", "clip_grad_norm",
-        "accumulate", "lr",       "train_config", "untie"};
+        "accumulate", "lr",       "train_config", "untie",      "dropout"};
     const std::vector<std::string> pipeline = {"passes",      "print_after", "print_pipeline",
                                                "time_passes", "report",      "target_opset"};
     std::vector<std::string> explain = autocast;

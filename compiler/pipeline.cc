@@ -16,6 +16,10 @@ constexpr char kLossOpReason[] = "--loss-op: adds the loss to the forward graph"
 constexpr char kRetypeReason[] = "types the loss loss-op added, before anything reads it";
 constexpr char kStepReason[] =
     "--train: the step copies the mixed-precision forward, so after the cast passes";
+constexpr char kDropoutModeReason[] =
+    "--train: --dropout sets each Dropout's mode before the step differentiates it";
+constexpr char kDropoutStepReason[] =
+    "--train: the step's Dropout masks from the checkpointed counters; the graph without dropout";
 constexpr char kVerifyReason[] = "the output gate: ONNX's checker and strict type inference, last";
 
 std::string UpgradeReason(const PipelineOptions& options) {
@@ -40,7 +44,11 @@ std::vector<Placement> StandardPipeline(const PipelineOptions& options) {
     pipeline.push_back({"insert-casts", "applies the plan: the casts and converted constants"});
     pipeline.push_back({"fold-casts", "removes the casts that change nothing, once all exist"});
   }
-  if (options.train) pipeline.push_back({"training-step", kStepReason});
+  if (options.train) {
+    pipeline.push_back({"dropout-mode", kDropoutModeReason});
+    pipeline.push_back({"training-step", kStepReason});
+    pipeline.push_back({"dropout-step", kDropoutStepReason});
+  }
   pipeline.push_back({"verify", kVerifyReason});
   return pipeline;
 }
@@ -72,7 +80,12 @@ std::vector<Placement> RequestedPipeline(const PipelineOptions& options) {
     if (!Has(pipeline, "untie")) {
       pipeline.insert(Find(pipeline, "infer-types"), {"untie", kUntieReason});
     }
-    pipeline.insert(Find(pipeline, "verify"), {"training-step", kStepReason});
+    auto step = pipeline.insert(Find(pipeline, "verify"), {"training-step", kStepReason});
+    if (!Has(pipeline, "dropout-mode")) {
+      step = pipeline.insert(step, {"dropout-mode", kDropoutModeReason}) + 1;
+    }
+    if (!Has(pipeline, "dropout-step"))
+      pipeline.insert(step + 1, {"dropout-step", kDropoutStepReason});
     if (options.loss_op && !Has(pipeline, "loss-op")) {
       auto at = pipeline.insert(Find(pipeline, "infer-types") + 1, {"loss-op", kLossOpReason});
       pipeline.insert(at + 1, {"infer-types", kRetypeReason});

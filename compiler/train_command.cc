@@ -95,7 +95,9 @@ absl::StatusOr<std::string> CheckFlags(const std::vector<std::string>& args) {
   return resume ? save : args[1];
 }
 
-// A Dropout node of the training step with a training_mode input (constant or not).
+// A standard Dropout node of the training step with a training_mode input (constant or not):
+// one ampc --train did not compile (its --dropout makes such nodes ai.ampc.Dropout, whose masks
+// follow the checkpointed counters), whose kernel counts its runs from the session's start.
 bool HasTrainingModeDropout(const onnx::ModelProto& model) {
   if (model.training_info_size() == 0) return false;
   for (const onnx::NodeProto& node : model.training_info(0).algorithm().node()) {
@@ -175,8 +177,9 @@ absl::Status TrainCommand(const std::vector<std::string>& args) {
   if (resumed && HasTrainingModeDropout(loaded.model)) {
     PrintDiagnostic(absl::StrCat(
         "note: ", path,
-        ": a Dropout has a training_mode input; in training mode its generator is not in "
-        "the checkpoint, and the resumed run draws other masks than an uninterrupted one"));
+        ": a standard Dropout of the step has a training_mode input; its masks restart with "
+        "the session, so the resumed run draws other masks than an uninterrupted one (compile "
+        "the forward model with ampc --train --dropout=graph for masks that resume)"));
   }
   AMPC_ASSIGN_OR_RETURN(const std::vector<std::string> input_data,
                         NoteRunFiles(path, args[1], loaded, resumed));

@@ -27,6 +27,10 @@ ABSL_FLAG(std::string, loss_op, "",
 ABSL_FLAG(bool, untie, false,
           "--train: give each parameter the exporter merged into one initializer (read through "
           "Identity nodes) its own copy, so that each trains separately.");
+ABSL_FLAG(std::string, dropout, "off",
+          "--train: off (every Dropout is the identity), graph (the Dropout nodes the model has "
+          "drop in the step at their own ratio) or a ratio R in (0, 1) (those nodes drop at R); "
+          "an export in eval mode has no Dropout nodes left (docs/training.md, \"Dropout\").");
 ABSL_FLAG(std::string, optimizer, "adamw", "--train: sgd, momentum, adam or adamw.");
 constexpr double kDefaultWeightDecay = -1.0;  // the optimizer's: AdamW 0.01, the others 0
 ABSL_FLAG(double, weight_decay, kDefaultWeightDecay,
@@ -85,10 +89,30 @@ absl::Status ParseOptimizer(const std::string& text, TrainingOptions& options) {
   return absl::OkStatus();
 }
 
+absl::Status ParseDropout(const std::string& text, TrainingOptions& options) {
+  using Dropout = TrainingOptions::Dropout;
+  if (text == "off") {
+    options.dropout = Dropout::kOff;
+    return absl::OkStatus();
+  }
+  if (text == "graph") {
+    options.dropout = Dropout::kGraph;
+    return absl::OkStatus();
+  }
+  float ratio = 0;
+  if (absl::SimpleAtof(text, &ratio) && ratio > 0.0f && ratio < 1.0f) {
+    options.dropout = Dropout::kRatio;
+    options.dropout_ratio = ratio;
+    return absl::OkStatus();
+  }
+  return UsageError(absl::StrCat("--dropout=", text,
+                                 ": expected off, graph or a ratio R with 0 < R < 1 (e.g. 0.1)"));
+}
+
 // The first flag that only the training step reads and that differs from its default, or null.
 const char* StepFlagGiven() {
   for (const char* flag : {"lr", "optimizer", "weight_decay", "momentum", "nesterov", "freeze",
-                           "loss_scale", "clip_grad_norm", "accumulate"}) {
+                           "loss_scale", "clip_grad_norm", "accumulate", "dropout"}) {
     if (FlagGiven(flag)) return flag;
   }
   return nullptr;
@@ -161,6 +185,7 @@ absl::StatusOr<TrainingOptions> TrainingOptionsFromFlags() {
         "causal_lm:LOGITS|mse:OUTPUT");
   }
   options.untie = absl::GetFlag(FLAGS_untie);
+  AMPC_RETURN_IF_ERROR(ParseDropout(absl::GetFlag(FLAGS_dropout), options));
   AMPC_RETURN_IF_ERROR(ParseOptimizer(absl::GetFlag(FLAGS_optimizer), options));
   AMPC_RETURN_IF_ERROR(ParseLossScale(absl::GetFlag(FLAGS_loss_scale), options));
   options.freeze = absl::GetFlag(FLAGS_freeze);

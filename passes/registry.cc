@@ -8,6 +8,7 @@
 #include "passes/fold_casts.h"
 #include "passes/infer_types.h"
 #include "passes/insert_casts.h"
+#include "passes/training/dropout_mode.h"
 #include "passes/training/loss_op.h"
 #include "passes/training/training_step.h"
 #include "passes/training/untie.h"
@@ -34,10 +35,16 @@ const std::vector<PassEntry>& Entries() {
       {"untie", [](const PassOptions& o) { return std::make_unique<Untie>(o.training.untie); }},
       {"loss-op",
        [](const PassOptions& o) { return std::make_unique<LossOp>(o.training.loss_op); }},
+      {"dropout-mode",
+       [](const PassOptions& o) {
+         return std::make_unique<DropoutMode>(o.training.dropout, o.training.dropout_ratio);
+       }},
       {"training-step",
        [](const PassOptions& o) {
          return std::make_unique<TrainingStep>(o.training, o.autocast.low_dtype);
        }},
+      {"dropout-step",
+       [](const PassOptions& o) { return std::make_unique<DropoutStep>(o.training.dropout); }},
       {"autocast",
        [](const PassOptions& o) {
          return std::make_unique<Autocast>(o.autocast, o.training.enabled);

@@ -35,6 +35,12 @@ struct TrainingOptions {
   std::string loss_op;
   // --untie: the untie pass gives each parameter the exporter merged its own initializer.
   bool untie = false;
+  // --dropout (passes/training/dropout_mode.h): kOff, every Dropout is the identity in the step
+  // (and in the graph); kGraph, every Dropout the model has drops in the step at its own ratio;
+  // kRatio, at `dropout_ratio`. The graph (inference) keeps Dropout off in every mode.
+  enum class Dropout { kOff, kGraph, kRatio };
+  Dropout dropout = Dropout::kOff;
+  float dropout_ratio = 0.0f;  // kRatio: in (0, 1)
 
   Optimizer optimizer = Optimizer::kAdamW;
   float lr = 1e-3f;  // recorded for the trainer (metadata ampc.lr); the step takes ampc.lr

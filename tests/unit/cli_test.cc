@@ -541,7 +541,8 @@ TEST_F(CliTest, PrintPipelineListsThePassesTheFlagsRunAndReadsNoModel) {
   EXPECT_THAT(passes,
               ::testing::ElementsAre("verify-input", "upgrade-opset", "untie", "infer-types",
                                      "loss-op", "infer-types", "autocast", "insert-casts",
-                                     "fold-casts", "training-step", "verify"));
+                                     "fold-casts", "dropout-mode", "training-step",
+                                     "dropout-step", "verify"));
   EXPECT_THAT(r.out, HasSubstr("--loss-op: adds the loss"));
   EXPECT_EQ(Ampc({"--print-pipeline", "--dtype=fp32"}).out.find("autocast"), std::string::npos);
   auto bad = Ampc({"--print-pipeline", "--passes=autocats"});

@@ -16,9 +16,9 @@
 #include "absl/strings/str_split.h"
 #include "compiler/model_io.h"
 #include "models/mlp.h"
+#include "runtime/core/tensor_proto.h"
 #include "runtime/data_readers.h"
 #include "runtime/npy.h"
-#include "runtime/core/tensor_proto.h"
 #include "tests/support/cuda_parity.h"
 #include "tests/support/forward_models.h"
 #include "tests/support/model_text.h"
@@ -315,12 +315,16 @@ TEST_F(TrainCommandTest, LossOpTrainsAForwardModelWithoutALoss) {
   EXPECT_GT(AccuracyOfEpoch(r.out, 2), 0.5) << r.out;
 }
 
-// Dropout in training mode draws masks from a generator the checkpoint does not hold: resuming
-// says so (the run is otherwise not bit-identical, and the docs promise it is).
-TEST_F(TrainCommandTest, ResumingAModelWithTrainingModeDropoutSaysItsMasksDiffer) {
+// The forward MLP 784-16-10 written to `path`; with `dropped`, Dropout(ratio 0.25,
+// training_mode true) on its input, as a legacy training-mode export has it.
+void WriteMlp(const std::string& path, bool dropped) {
   models::MlpOptions mlp;
   mlp.layers = {784, 16, 10};
   onnx::ModelProto model = testing::MlpWithoutLoss(mlp);
+  if (!dropped) {
+    std::ofstream(path, std::ios::binary) << model.SerializeAsString();
+    return;
+  }
   onnx::GraphProto& graph = *model.mutable_graph();
   const std::string image = graph.input(0).name();
   for (onnx::NodeProto& node : *graph.mutable_node()) {
@@ -348,9 +352,59 @@ TEST_F(TrainCommandTest, ResumingAModelWithTrainingModeDropoutSaysItsMasksDiffer
   for (const char* input : {image.c_str(), "ratio", "on"}) dropout.add_input(input);
   dropout.add_output("dropped");
   for (const onnx::NodeProto& node : graph.node()) *g.add_node() = node;
-  std::ofstream(Path("forward.onnx"), std::ios::binary) << with_dropout.SerializeAsString();
+  std::ofstream(path, std::ios::binary) << with_dropout.SerializeAsString();
+}
+
+// --dropout=graph: the step's masks follow the checkpointed counters, so 2 epochs straight and
+// 1 + resume 1 save bit-identical models; they differ from --dropout=off's (dropout did drop).
+TEST_F(TrainCommandTest, ResumingWithDropoutOnIsBitIdentical) {
+  WriteMlp(Path("forward.onnx"), /*dropout=*/true);
+  for (const char* mode : {"graph", "off"}) {
+    auto r = Ampc({Path("forward.onnx"), "-o", Path(absl::StrCat(mode, ".train.onnx")), "--train",
+                   "--loss-op=cross_entropy:logits", absl::StrCat("--dropout=", mode)});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  auto train = [&](const std::string& model, const std::string& epochs, const std::string& save,
+                   bool resume) {
+    std::vector<std::string> args = Train(Path(model), epochs);
+    args[7] = "0.01";  // --lr for AdamW
+    args.insert(args.end(), {"--save", Path(save)});
+    if (resume) args.push_back("--resume");
+    return Ampc(args);
+  };
+  auto r = train("graph.train.onnx", "2", "straight.onnx", false);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = train("graph.train.onnx", "1", "resumed.onnx", false);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = train("graph.train.onnx", "2", "resumed.onnx", true);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("from step 8"));
+  EXPECT_THAT(r.err, Not(HasSubstr("Dropout")));  // no note: the masks resume
+  const std::string a = testing::ReadFileOrEmpty(Path("straight.onnx"));
+  ASSERT_FALSE(a.empty());
+  EXPECT_TRUE(a == testing::ReadFileOrEmpty(Path("resumed.onnx")));
+  r = train("off.train.onnx", "2", "off.onnx", false);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  onnx::ModelProto on, off;
+  ASSERT_TRUE(on.ParseFromString(a));
+  ASSERT_TRUE(off.ParseFromString(testing::ReadFileOrEmpty(Path("off.onnx"))));
+  ASSERT_EQ(on.graph().initializer_size(), off.graph().initializer_size());
+  bool differ = false;
+  for (int i = 0; i < on.graph().initializer_size(); ++i) {
+    differ = differ || on.graph().initializer(i).SerializeAsString() !=
+                           off.graph().initializer(i).SerializeAsString();
+  }
+  EXPECT_TRUE(differ) << "--dropout=graph trained exactly as --dropout=off";
+}
+
+// A training model with a standard Dropout in training mode in its step (not compiled by ampc
+// --train): resuming says its masks restart.
+TEST_F(TrainCommandTest, ResumingAStepWithAStandardTrainingModeDropoutSaysItsMasksDiffer) {
+  WriteMlp(Path("forward.onnx"), /*dropout=*/true);
   auto r = Ampc({Path("forward.onnx"), "-o", Path("d.train.onnx"), "--train",
-                 "--loss-op=cross_entropy:logits"});
+                 "--loss-op=cross_entropy:logits",
+                 "--passes=infer-types,loss-op,infer-types,"
+                 "training-step,verify"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> args = Train(Path("d.train.onnx"), "1");
   args.insert(args.end(), {"--save", Path("d.saved.onnx")});
@@ -361,16 +415,28 @@ TEST_F(TrainCommandTest, ResumingAModelWithTrainingModeDropoutSaysItsMasksDiffer
   args.insert(args.end(), {"--save", Path("d.saved.onnx"), "--resume"});
   r = Ampc(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("a Dropout has a training_mode input"));
-  // The softmax regression model has no Dropout: its resume says nothing of masks.
-  args = Train(model_, "1");
-  args.insert(args.end(), {"--save", Path("s.onnx")});
-  ASSERT_EQ(Ampc(args).exit_code, 0);
-  args = Train(model_, "2");
-  args.insert(args.end(), {"--save", Path("s.onnx"), "--resume"});
-  r = Ampc(args);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.err, Not(HasSubstr("Dropout")));
+  EXPECT_THAT(r.err, HasSubstr("a standard Dropout of the step has a training_mode input"));
+  EXPECT_THAT(r.err, HasSubstr("--dropout=graph"));
+}
+
+// --dropout: graph or a ratio needs Dropout nodes (an eval export has none); bad values are usage
+// errors.
+TEST_F(TrainCommandTest, DropoutOnAModelWithoutDropoutNodesSaysHowToExport) {
+  WriteMlp(Path("mlp.onnx"), /*dropout=*/false);
+  auto r = Ampc({Path("mlp.onnx"), "-o", Path("x.onnx"), "--train",
+                 "--loss-op=cross_entropy:logits", "--dropout=0.1"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--dropout=0.1: the model has no Dropout node"));
+  EXPECT_THAT(r.err, HasSubstr("training=torch.onnx.TrainingMode.TRAINING"));
+  for (const char* bad : {"--dropout=1", "--dropout=on", "--dropout=0"}) {
+    r = Ampc(
+        {Path("mlp.onnx"), "-o", Path("x.onnx"), "--train", "--loss-op=cross_entropy:logits", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("expected off, graph or a ratio R with 0 < R < 1")) << bad;
+  }
+  r = Ampc({Path("mlp.onnx"), "-o", Path("x.onnx"), "--dropout=off"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--dropout needs --train"));
 }
 
 // --data pb:DIR reads DIR/{train,test}-{images,labels}.pb as npy:DIR reads its .npy files.

@@ -1,0 +1,213 @@
+#include "passes/training/dropout_mode.h"
+
+#include <onnx/defs/attr_proto_util.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "passes/float_support.h"
+#include "passes/graph/name_allocator.h"
+#include "passes/graph/remove_if.h"
+#include "passes/graph/status_macros.h"
+#include "passes/opset/training_ops.h"
+#include "passes/training/training_state.h"
+
+namespace ampc {
+namespace {
+
+using Mode = TrainingOptions::Dropout;
+
+bool IsDropout(const onnx::NodeProto& node) {
+  return node.op_type() == "Dropout" && (node.domain().empty() || node.domain() == "ai.onnx");
+}
+
+std::vector<onnx::NodeProto*> Dropouts(onnx::GraphProto& graph) {
+  std::vector<onnx::NodeProto*> nodes;
+  for (onnx::NodeProto& node : *graph.mutable_node()) {
+    if (IsDropout(node)) nodes.push_back(&node);
+  }
+  return nodes;
+}
+
+// Drops training_mode (and a trailing empty ratio): the node is the identity.
+bool MakeInference(onnx::NodeProto& node) {
+  if (node.input_size() <= 2) return false;
+  node.mutable_input()->DeleteSubrange(2, node.input_size() - 2);
+  if (node.input(1).empty()) node.mutable_input()->RemoveLast();
+  return true;
+}
+
+onnx::NodeProto ConstantNode(const std::string& name, const onnx::TensorProto& value) {
+  onnx::NodeProto node;
+  node.set_name(name);
+  node.set_op_type("Constant");
+  node.add_output(name);
+  *node.add_attribute() = onnx::MakeAttribute("value", value);
+  return node;
+}
+
+// A scalar of `elem_type` (FLOAT, BOOL or INT64) holding `value`.
+onnx::TensorProto ScalarOf(int elem_type, double value) {
+  onnx::TensorProto t;
+  t.set_data_type(elem_type);
+  if (elem_type == onnx::TensorProto::FLOAT) t.add_float_data(static_cast<float>(value));
+  if (elem_type == onnx::TensorProto::BOOL) t.add_int32_data(value != 0 ? 1 : 0);
+  if (elem_type == onnx::TensorProto::INT64) t.add_int64_data(static_cast<int64_t>(value));
+  return t;
+}
+
+// Puts `nodes` before every node of `graph` (they read only initializers and constants).
+void Prepend(onnx::GraphProto& graph, std::vector<onnx::NodeProto> nodes) {
+  for (onnx::NodeProto& node : *graph.mutable_node()) nodes.push_back(std::move(node));
+  graph.clear_node();
+  for (onnx::NodeProto& node : nodes) *graph.add_node() = std::move(node);
+}
+
+// Removes dropout-mode's Constant nodes that nothing in `graph` reads any more.
+void RemoveUnreadConstants(onnx::GraphProto& graph) {
+  absl::flat_hash_set<std::string> read;
+  for (const onnx::NodeProto& node : graph.node())
+    read.insert(node.input().begin(), node.input().end());
+  for (const onnx::ValueInfoProto& output : graph.output()) read.insert(output.name());
+  RemoveIf(*graph.mutable_node(), [&](int i) {
+    const onnx::NodeProto& node = graph.node(i);
+    return node.op_type() == "Constant" && node.output_size() == 1 &&
+           absl::StartsWith(node.output(0), "ampc.dropout.") && !read.contains(node.output(0));
+  });
+}
+
+// SplitMix64's finalizer (Steele, Lea, Flood 2014): distinct seeds for the step's nodes.
+uint64_t Mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+constexpr uint64_t kStepDropoutSeed = 0xd50b'5eed'0000'0000ULL;
+
+}  // namespace
+
+absl::StatusOr<PassResult> DropoutMode::Run(ModelContext& context) {
+  onnx::GraphProto& graph = *context.model.mutable_graph();
+  std::vector<onnx::NodeProto*> dropouts = Dropouts(graph);
+  if (mode_ == Mode::kOff) {
+    bool changed = false;
+    for (onnx::NodeProto* node : dropouts) changed = MakeInference(*node) || changed;
+    return PassResult(changed);
+  }
+  const std::string flag =
+      mode_ == Mode::kGraph ? "--dropout=graph" : absl::StrCat("--dropout=", ratio_);
+  if (dropouts.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        context.file, ": ", flag,
+        ": the model has no Dropout node (an export in eval mode has none left: export with "
+        "torch.onnx.export(..., dynamo=False, training=torch.onnx.TrainingMode.TRAINING) to keep "
+        "them), or train with --dropout=off"));
+  }
+  NameAllocator names(context.model);
+  std::vector<onnx::NodeProto> constants;
+  const std::string on = names.Fresh("ampc.dropout.training_mode");
+  constants.push_back(ConstantNode(on, ScalarOf(onnx::TensorProto::BOOL, 1)));
+  std::string ratio;  // the ratio every node gets, or empty: its own
+  if (mode_ == Mode::kRatio) {
+    ratio = names.Fresh("ampc.dropout.ratio");
+    constants.push_back(ConstantNode(ratio, ScalarOf(onnx::TensorProto::FLOAT, ratio_)));
+  }
+  std::string half;  // ONNX's default ratio, for nodes without one
+  for (onnx::NodeProto* node : dropouts) {
+    while (node->input_size() < 3) node->add_input("");
+    if (!ratio.empty()) {
+      node->set_input(1, ratio);
+    } else if (node->input(1).empty()) {
+      if (half.empty()) {
+        half = names.Fresh("ampc.dropout.default_ratio");
+        constants.push_back(ConstantNode(half, ScalarOf(onnx::TensorProto::FLOAT, 0.5)));
+      }
+      node->set_input(1, half);
+    }
+    node->set_input(2, on);
+  }
+  Prepend(graph, std::move(constants));
+  return PassResult(true);
+}
+
+absl::StatusOr<PassResult> DropoutStep::Run(ModelContext& context) {
+  if (mode_ == Mode::kOff) return PassResult(false);
+  onnx::ModelProto& model = context.model;
+  if (model.training_info_size() == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(context.file, ": dropout-step runs after training-step"));
+  }
+  // The graph is the inference model: no dropout there.
+  for (onnx::NodeProto* node : Dropouts(*model.mutable_graph())) MakeInference(*node);
+  RemoveUnreadConstants(*model.mutable_graph());
+  onnx::GraphProto& step = *model.mutable_training_info(0)->mutable_algorithm();
+  std::vector<onnx::NodeProto*> dropouts;
+  for (onnx::NodeProto* node : Dropouts(step)) {
+    if (node->input_size() > 2 && !node->input(2).empty()) dropouts.push_back(node);
+  }
+  if (dropouts.empty()) return PassResult(true);
+  NameAllocator names(model);
+  int64_t k = 1;
+  if (const std::string* value = MetadataValue(model, kAccumulateKey); value != nullptr) {
+    if (!absl::SimpleAtoi(*value, &k) || k < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(context.file, ": metadata ", kAccumulateKey, " is '", *value, "'"));
+    }
+  }
+  // call = (step + skipped) * K + micro_step: the algorithm's runs before this one.
+  std::vector<onnx::NodeProto> counting;
+  auto add = [&](const std::string& op, std::vector<std::string> inputs, const std::string& hint) {
+    onnx::NodeProto node;
+    node.set_op_type(op);
+    const std::string output = names.Fresh(hint);
+    node.set_name(output);
+    for (const std::string& input : inputs) node.add_input(input);
+    node.add_output(output);
+    counting.push_back(std::move(node));
+    return output;
+  };
+  std::string call = add("Add", {kStep, kSkippedSteps}, "ampc.dropout.steps_run");
+  if (k > 1) {
+    const std::string kname = names.Fresh("ampc.dropout.accumulate");
+    counting.push_back(
+        ConstantNode(kname, ScalarOf(onnx::TensorProto::INT64, static_cast<double>(k))));
+    call = add("Mul", {call, kname}, "ampc.dropout.windows_run");
+    call = add("Add", {call, kMicroStep}, "ampc.dropout.call");
+  }
+  Prepend(step, std::move(counting));
+  int ordinal = 0;
+  for (onnx::NodeProto* node : Dropouts(step)) {
+    if (!(node->input_size() > 2 && !node->input(2).empty())) continue;
+    int64_t seed = 0;
+    bool has_seed = false;
+    for (const onnx::AttributeProto& attribute : node->attribute()) {
+      if (attribute.name() == "seed") {
+        seed = attribute.i();
+        has_seed = true;
+      }
+    }
+    if (!has_seed) {
+      seed = static_cast<int64_t>(Mix(kStepDropoutSeed + static_cast<uint64_t>(ordinal)));
+      *node->add_attribute() = onnx::MakeAttribute("seed", seed);
+    }
+    ++ordinal;
+    node->set_domain(kAmpcDomain);
+    node->add_input(call);
+    // One model-local function serves every node: give each the mask output.
+    if (node->output_size() < 2) node->add_output("");
+    if (node->output(1).empty()) node->set_output(1, names.Fresh(node->output(0) + "/mask"));
+  }
+  AMPC_ASSIGN_OR_RETURN(onnx::FunctionProto body,
+                        AmpcFunctionBody("Dropout", 4, 2, CastOpset(OpsetsOf(model))));
+  *model.add_functions() = std::move(body);
+  return PassResult(true);
+}
+
+}  // namespace ampc
