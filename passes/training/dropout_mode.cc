@@ -95,6 +95,19 @@ constexpr uint64_t kStepDropoutSeed = 0xd50b'5eed'0000'0000ULL;
 
 absl::StatusOr<PassResult> DropoutMode::Run(ModelContext& context) {
   onnx::GraphProto& graph = *context.model.mutable_graph();
+  for (const onnx::NodeProto& node : graph.node()) {
+    const std::string& op = node.op_type();
+    if (node.domain().empty() &&
+        (op == "RandomUniformLike" || op == "RandomUniform" || op == "RandomNormalLike" ||
+         op == "RandomNormal" || op == "Bernoulli" || op == "Multinomial")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          context.file, ": node '", node.name(), "' (", op,
+          "): --train has no random ops but Dropout (the dynamo exporter in training mode lowers "
+          "an in-place Dropout to RandomUniformLike, Less and Div): export in eval mode and train "
+          "with --dropout=off, or with dynamo=False, training=torch.onnx.TrainingMode.TRAINING "
+          "for --dropout=graph"));
+    }
+  }
   std::vector<onnx::NodeProto*> dropouts = Dropouts(graph);
   if (mode_ == Mode::kOff) {
     bool changed = false;

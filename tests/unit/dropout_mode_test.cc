@@ -105,8 +105,8 @@ TEST(AmpcDropout, ANegativeCallIsAnErrorAndInferenceIgnoresIt) {
   EXPECT_EQ(Values<float>((*zero)[0]), std::vector<float>(4099, 3.0f));
 }
 
-// loss = sum(Dropout(x * w) * c), x = 1..n, c = 2 (Constant nodes, not trained): d loss / d w_i = x_i c m_i / (1 - r), so one SGD
-// step moves exactly the w_i whose element the forward kept.
+// loss = sum(Dropout(x * w) * c), x = 1..n, c = 2 (Constant nodes, not trained): d loss / d w_i =
+// x_i c m_i / (1 - r), so one SGD step moves exactly the w_i whose element the forward kept.
 constexpr int kN = 64;
 std::string ProductModel(bool with_dropout) {
   std::string w;
@@ -135,8 +135,9 @@ std::vector<float> Ramp() {
 
 absl::StatusOr<std::unique_ptr<TrainingSession>> Open(onnx::ModelProto& model,
                                                       TrainingOptions::Dropout mode,
-                                                      CpuBackend& backend) {
+                                                      CpuBackend& backend, int64_t accumulate = 1) {
   TrainingOptions options;
+  options.accumulate = accumulate;
   options.loss = "loss";
   options.optimizer = TrainingOptions::Optimizer::kSgd;
   options.loss_scale = TrainingOptions::LossScale::kNone;
@@ -191,7 +192,8 @@ TEST(DropoutMode, TheStepsBackwardUsesTheMaskItsForwardDrewAtEachCall) {
       expected[i] = w[i] - lr * (x[i] * 2 * scale);
     }
     EXPECT_GT(dropped, 0) << call;
-    EXPECT_NEAR(result->loss, loss, 1e-4 * std::abs(loss)) << "call " << call;  // the forward's mask
+    EXPECT_NEAR(result->loss, loss, 1e-4 * std::abs(loss))
+        << "call " << call;  // the forward's mask
     absl::StatusOr<Tensor> next = (*session)->State("w");
     ASSERT_TRUE(next.ok()) << next.status();
     const std::vector<float> got = Values<float>(*next);
@@ -199,6 +201,26 @@ TEST(DropoutMode, TheStepsBackwardUsesTheMaskItsForwardDrewAtEachCall) {
       EXPECT_NEAR(got[i], expected[i], 1e-6) << "call " << call << ", w[" << i << "]";
     }
     w = got;
+  }
+}
+
+// --accumulate 2: every micro-batch is a call of its own, (step + skipped) * 2 + micro_step.
+TEST(DropoutMode, EachMicroBatchOfAnAccumulationWindowDrawsItsOwnMask) {
+  onnx::ModelProto model = testing::ParseModelText(ProductModel(true));
+  CpuBackend backend(1);
+  auto session = Open(model, TrainingOptions::Dropout::kGraph, backend, /*accumulate=*/2);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const uint64_t seed = static_cast<uint64_t>(StepDropoutSeed(model));
+  const std::vector<float> x = Ramp();
+  for (uint64_t call = 0; call < 4; ++call) {
+    const std::vector<float> w = Values<float>(*(*session)->State("w"));
+    absl::StatusOr<StepResult> result = (*session)->Step({{"x", Floats({kN}, x)}}, 0.01f);
+    ASSERT_TRUE(result.ok()) << result.status();
+    double loss = 0;
+    for (int i = 0; i < kN; ++i) {
+      if (DropoutKeeps(seed, call, i, 0.25f)) loss += static_cast<double>(x[i]) * w[i] * 2 / 0.75;
+    }
+    EXPECT_NEAR(result->loss, loss, 1e-4 * std::abs(loss)) << "call " << call;
   }
 }
 
@@ -232,6 +254,31 @@ TEST(DropoutMode, AskingForDropoutOfAModelWithoutDropoutNodesSaysHowToExport) {
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("--dropout=graph: the model has no Dropout node"));
   EXPECT_THAT(r.status().message(), HasSubstr("training=torch.onnx.TrainingMode.TRAINING"));
+}
+
+// The dynamo exporter in training mode lowers an in-place Dropout (MobileNetV3's) to
+// RandomUniformLike, Less and Div: refused at compile time, naming the node and the fix.
+TEST(DropoutMode, ARandomOpIsRefusedNamingTheExportThatTrains) {
+  onnx::ModelProto model = testing::ParseModelText(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[4] x) => (float loss) <float[4] w = {1, 2, 3, 4}, float p = {0.8}> {
+  h = Mul (x, w)
+  rands = RandomUniformLike (h)
+  sampled = Less (rands, p)
+  kept = Cast <to = 1> (sampled)
+  scale = Div (kept, p)
+  d = Mul (h, scale)
+  loss = ReduceSum <keepdims = 0> (d)
+})");
+  TrainingOptions options;
+  options.loss = "loss";
+  for (const auto mode : {TrainingOptions::Dropout::kOff, TrainingOptions::Dropout::kGraph}) {
+    options.dropout = mode;
+    onnx::ModelProto copy = model;
+    auto r = testing::CompileForTraining(copy, {"infer-types", "dropout-mode"}, options);
+    ASSERT_FALSE(r.ok());
+    EXPECT_THAT(r.status().message(), HasSubstr("(RandomUniformLike): --train has no random ops"));
+    EXPECT_THAT(r.status().message(), HasSubstr("--dropout=off"));
+  }
 }
 
 TEST(DropoutMode, ARatioReplacesEveryNodesOwn) {
