@@ -8,15 +8,15 @@
 // Random data of the model's data inputs (floats in [0, 1), integer labels in [0, C)), one
 // batch reused for every step so that data loading is not timed. W untimed steps, then S timed
 // ones (--seq L: symbolic dims after the batch, such as a sequence, take L; --ones NAME: input
-// NAME, such as an attention mask, is all ones); each timed step is TrainingSession::Step, which ends when its loss is on the host, so a
-// step's time is its whole device time. Prints one JSON line: median/min/max ms, steps, device,
-// cpu_per_wall (the process's CPU time over the timed steps' wall time: the cores they used),
-// steps applied and skipped, first and last loss, and the host-to-device copies per step (the
-// batch's inputs; anything more is a host round trip the step should not make), and
-// unsynced_ms_per_step: S more steps queued with nothing read back until the last, over S, and
-// the host's waits for the device among them (syncs_per_step). Steps are captured and replayed
-// (TrainingSession::set_capture; --no-capture: never): "replayed_steps" counts them, and
-// "capture_off" says why none were where the backend could not; eager_unsynced_ms_per_step is
+// NAME, such as an attention mask, is all ones); each timed step is TrainingSession::Step, which
+// ends when its loss is on the host, so a step's time is its whole device time. Prints one JSON
+// line: median/min/max ms, steps, device, cpu_per_wall (the process's CPU time over the timed
+// steps' wall time: the cores they used), steps applied and skipped, first and last loss, and the
+// host-to-device copies per step (the batch's inputs; anything more is a host round trip the step
+// should not make), and unsynced_ms_per_step: S more steps queued with nothing read back until the
+// last, over S, and the host's waits for the device among them (syncs_per_step). Steps are captured
+// and replayed (TrainingSession::set_capture; --no-capture: never): "replayed_steps" counts them,
+// and "capture_off" says why none were where the backend could not; eager_unsynced_ms_per_step is
 // unsynced_ms_per_step with capture off, in the same process. "peak_mib": the most backend memory
 // in use during the timed steps (parameters, optimizer state and the step's values); "held_mib":
 // what the backend holds after them, in use or kept for reuse (--no-memory-plans: the backend's
@@ -174,8 +174,9 @@ absl::StatusOr<NamedTensors> RandomBatch(const TrainingSession& session, const O
       shape.push_back(d == 0 ? options.batch : spec.dims[d]);
       if (shape.back() < 0 && options.seq > 0) shape.back() = options.seq;
       if (shape.back() < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "input '", spec.name, "' has a symbolic dim after the batch; give a fixed shape or --seq"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("input '", spec.name,
+                         "' has a symbolic dim after the batch; give a fixed shape or --seq"));
       }
     }
     Tensor t = Tensor::Host(spec.dtype, shape);
@@ -305,13 +306,14 @@ absl::Status Bench(const Options& options) {
   const double median = n % 2 == 1 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
   std::cout << absl::StrFormat(
       "{\"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"steps\": %d, \"device\": "
-      "\"%s\", \"cpu_per_wall\": %.3f, \"applied\": %d, \"skipped\": %d, \"first_loss\": %.6g, \"last_loss\": %.6g, "
+      "\"%s\", \"cpu_per_wall\": %.3f, \"applied\": %d, \"skipped\": %d, \"first_loss\": %.6g, "
+      "\"last_loss\": %.6g, "
       "\"host_copies_per_step\": %.2f, \"unsynced_ms_per_step\": %.4f, \"syncs_per_step\": "
       "%.2f, \"eager_unsynced_ms_per_step\": %.4f, \"eager_syncs_per_step\": %.2f, "
       "\"replayed_steps\": %d, \"capture_off\": %s, \"peak_mib\": %.1f, \"held_mib\": %.1f%s}\n",
-      median, ms.front(), ms.back(), static_cast<int>(n), backend->name(), cpu_ms / wall_ms, applied,
-      static_cast<int>(n) - applied, first_loss, last_loss, copies, unsynced, syncs, eager_unsynced,
-      eager_syncs, replayed, JsonString(capture_off), Mib(memory.peak_bytes),
+      median, ms.front(), ms.back(), static_cast<int>(n), backend->name(), cpu_ms / wall_ms,
+      applied, static_cast<int>(n) - applied, first_loss, last_loss, copies, unsynced, syncs,
+      eager_unsynced, eager_syncs, replayed, JsonString(capture_off), Mib(memory.peak_bytes),
       Mib(memory.live_bytes + memory.cached_bytes), profile);
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "kernels/cpu/grad_common.h"
@@ -12,6 +13,19 @@
 
 namespace ampc::grad {
 
+// Images per block of ConvGrad's GEMMs: as many as keep the column matrix [C*kernel,
+// images*positions] within 4 * linalg::kConvColumnElements. Fixed by the shapes alone (never by
+// the thread count), so dw's sum over images has one order whatever the threads.
+inline int64_t GradImagesPerBlock(int64_t batch, int64_t kdim, int64_t osize) {
+  const int64_t fits = 4 * linalg::kConvColumnElements / std::max<int64_t>(1, kdim * osize);
+  return std::clamp<int64_t>(fits, 1, std::max<int64_t>(1, batch));
+}
+
+// Per group and block of images, with the block's images side by side in one GEMM (so that
+// layers with few output positions still make GEMMs the BLAS kernels run at speed):
+// dx = col2im(W^T dy), dw += dy im2col(x)^T (blocks in order), db = the sum of dy over images
+// and positions, one channel per task. Each output value is computed by one thread in a fixed
+// order, so the result is the same at any thread count.
 template <typename T>
 absl::Status ConvGradTyped(KernelContext& context, const linalg::ConvGeometry& g) {
   using A = linalg::Acc<T>;
@@ -22,51 +36,82 @@ absl::Status ConvGradTyped(KernelContext& context, const linalg::ConvGeometry& g
   const int64_t cg = c / g.group, mg = m / g.group;
   const int64_t isize = ElementCount(g.input), ksize = ElementCount(g.kernel);
   const int64_t osize = ElementCount(g.output), kdim = cg * ksize;
-  if (!linalg::FitsBlas({mg, osize, kdim}))
+  const int64_t block = GradImagesPerBlock(batch, kdim, osize);
+  if (!linalg::FitsBlas({mg, block * osize, kdim}))
     return NodeError(context, "a GEMM dimension exceeds 2^31-1");
   ThreadPool& pool = CpuOf(context.backend()).pool();
   linalg::SingleThreadedBlas();
   linalg::AccInput<T> ady(dy.data<T>(), dy.size(), pool), ax(x.data<T>(), x.size(), pool),
       aw(w.data<T>(), w.size(), pool);
-  std::vector<A> col(static_cast<size_t>(kdim * osize));
-  if (Wants(context, 0)) {
+  const bool want_dx = Wants(context, 0), want_dw = Wants(context, 1);
+  std::vector<A> col, dyb;
+  if ((want_dx || want_dw) && osize > 0) {
+    col.resize(static_cast<size_t>(kdim * block * osize));
+    dyb.resize(static_cast<size_t>(mg * block * osize));
+  }
+  // dyb [mg, images * osize]: dy of `images` images from `first`, group `group`, side by side.
+  auto gather_dy = [&](int64_t first, int64_t images, int64_t group) {
+    const int64_t columns = images * osize;
+    pool.ParallelFor(mg * images, std::max<int64_t>(1, 16384 / osize), [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t k = t / images, image = t % images;
+        const A* src = ady.data() + ((first + image) * m + group * mg + k) * osize;
+        std::copy(src, src + osize, dyb.data() + k * columns + image * osize);
+      }
+    });
+  };
+  linalg::AccOutput<T>* dx = nullptr;
+  linalg::AccOutput<T>* dw = nullptr;
+  std::optional<linalg::AccOutput<T>> dx_out, dw_out;
+  if (want_dx) {
     AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, x.shape()));
-    linalg::AccOutput<T> dx(out->data<T>(), out->size());
-    std::fill(dx.data(), dx.data() + out->size(), A{0});
-    // Col2Im scatters from the conv's output positions (its "input") into the image.
-    linalg::ConvGeometry back = g;
-    std::swap(back.input, back.output);
-    for (int64_t t = 0; t < batch * g.group && osize > 0; ++t) {
-      const int64_t image = t / g.group, group = t % g.group;
-      const A* dyg = ady.data() + (image * m + group * mg) * osize;
-      linalg::ParallelGemm<A>(pool, true, false, kdim, osize, mg, A{1},
-                              aw.data() + group * mg * kdim, kdim, dyg, osize, A{0}, col.data(),
-                              osize);
-      linalg::Col2Im(col.data(), back, cg, dx.data() + (image * c + group * cg) * isize, pool);
-    }
-    dx.Finish(pool);
+    dx = &dx_out.emplace(out->data<T>(), out->size());
+    std::fill(dx->data(), dx->data() + out->size(), A{0});
   }
-  if (Wants(context, 1)) {
+  if (want_dw) {
     AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(1, w.shape()));
-    linalg::AccOutput<T> dw(out->data<T>(), out->size());
-    std::fill(dw.data(), dw.data() + out->size(), A{0});
-    for (int64_t t = 0; t < batch * g.group && osize > 0; ++t) {
-      const int64_t image = t / g.group, group = t % g.group;
-      linalg::Im2Col(ax.data() + (image * c + group * cg) * isize, g, cg, col.data(), pool);
-      linalg::ParallelGemm<A>(pool, false, true, mg, kdim, osize, A{1},
-                              ady.data() + (image * m + group * mg) * osize, osize, col.data(),
-                              osize, A{1}, dw.data() + group * mg * kdim, kdim);
-    }
-    dw.Finish(pool);
+    dw = &dw_out.emplace(out->data<T>(), out->size());
+    std::fill(dw->data(), dw->data() + out->size(), A{0});
   }
-  if (Wants(context, 2)) {
-    std::vector<A> db(static_cast<size_t>(m), A{0});
-    for (int64_t image = 0; image < batch; ++image) {
-      for (int64_t k = 0; k < m; ++k) {
-        const A* row = ady.data() + (image * m + k) * osize;
-        for (int64_t p = 0; p < osize; ++p) db[k] += row[p];
+  // Col2Im scatters from the conv's output positions (its "input") into the image.
+  linalg::ConvGeometry back = g;
+  std::swap(back.input, back.output);
+  for (int64_t first = 0; first < batch && osize > 0 && (dx || dw); first += block) {
+    const int64_t images = std::min(block, batch - first), columns = images * osize;
+    for (int64_t group = 0; group < g.group; ++group) {
+      gather_dy(first, images, group);
+      if (dx != nullptr) {
+        linalg::ParallelGemm<A>(pool, true, false, kdim, columns, mg, A{1},
+                                aw.data() + group * mg * kdim, kdim, dyb.data(), columns, A{0},
+                                col.data(), columns);
+        for (int64_t image = 0; image < images; ++image) {
+          linalg::Col2Im(col.data() + image * osize, back, cg,
+                         dx->data() + ((first + image) * c + group * cg) * isize, pool, columns);
+        }
+      }
+      if (dw != nullptr) {
+        linalg::Im2Col(ax.data() + (first * c + group * cg) * isize, g, cg, images, c * isize,
+                       col.data(), columns, pool);
+        linalg::ParallelGemm<A>(pool, false, true, mg, kdim, columns, A{1}, dyb.data(), columns,
+                                col.data(), columns, A{1}, dw->data() + group * mg * kdim, kdim);
       }
     }
+  }
+  if (dx != nullptr) dx->Finish(pool);
+  if (dw != nullptr) dw->Finish(pool);
+  if (Wants(context, 2)) {
+    std::vector<A> db(static_cast<size_t>(m), A{0});
+    pool.ParallelFor(m, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, batch * osize)),
+                     [&](int64_t begin, int64_t end) {
+                       for (int64_t k = begin; k < end; ++k) {
+                         A sum{0};
+                         for (int64_t image = 0; image < batch; ++image) {
+                           const A* row = ady.data() + (image * m + k) * osize;
+                           for (int64_t p = 0; p < osize; ++p) sum += row[p];
+                         }
+                         db[k] = sum;
+                       }
+                     });
     AMPC_RETURN_IF_ERROR(Store<T>(context, 2, {m}, db));
   }
   return absl::OkStatus();

@@ -113,13 +113,16 @@ void Im2Col(const A* x, const ConvGeometry& g, int64_t channels, A* col, ThreadP
 }
 
 // The reverse: adds each column entry (channel, kernel offset; input position) into the output
-// position it maps to, skipping positions cut off by the padding. `y` is [channels, output...].
+// position it maps to, skipping positions cut off by the padding. `y` is [channels, output...];
+// row r of col starts at col + r * ld (ld 0: the input positions, rows back to back).
 template <typename A>
-void Col2Im(const A* col, const ConvGeometry& g, int64_t channels, A* y, ThreadPool& pool) {
+void Col2Im(const A* col, const ConvGeometry& g, int64_t channels, A* y, ThreadPool& pool,
+            int64_t ld = 0) {
   const int n = g.rank;
   const int64_t isize = ElementCount(g.input), ksize = ElementCount(g.kernel);
   const int64_t osize = ElementCount(g.output), last = g.input[n - 1];
   if (isize == 0) return;
+  if (ld == 0) ld = isize;
   pool.ParallelFor(channels, 1, [&](int64_t begin, int64_t end) {
     std::vector<int64_t> kk(n), i(n);
     for (int64_t m = begin; m < end; ++m) {
@@ -131,7 +134,7 @@ void Col2Im(const A* col, const ConvGeometry& g, int64_t channels, A* y, ThreadP
         }
         const int64_t stride = g.strides[n - 1], out_last = g.output[n - 1];
         const int64_t shift = kk[n - 1] * g.dilations[n - 1] - g.pad_begin[n - 1];
-        const A* src = col + (m * ksize + kr) * isize;
+        const A* src = col + (m * ksize + kr) * ld;
         std::fill(i.begin(), i.end(), 0);
         for (int64_t row = 0; row < isize / last; ++row, src += last) {
           int64_t base = 0;
@@ -259,12 +262,13 @@ inline constexpr int64_t kConvColumnElements = int64_t{1} << 18;
 inline constexpr int64_t kConvGemmColumns = 256;
 
 // Images per block of a one-group Conv: enough for kConvGemmColumns GEMM columns, few enough that
-// every thread gets a block and the column matrix stays within kConvColumnElements.
-inline int64_t ImagesPerBlock(int64_t batch, int64_t kdim, int64_t osize, int threads) {
+// the column matrix stays within kConvColumnElements. Fixed by the shapes alone: a block's GEMM,
+// and so its bits, is the same at any thread count (when there are fewer blocks than threads,
+// ParallelGemm splits each block's product).
+inline int64_t ImagesPerBlock(int64_t batch, int64_t kdim, int64_t osize) {
   const int64_t wanted = (kConvGemmColumns + osize - 1) / osize;
   const int64_t fits = kConvColumnElements / std::max<int64_t>(1, kdim * osize);
-  const int64_t balanced = (batch + threads - 1) / threads;
-  return std::max<int64_t>(1, std::min({wanted, fits, balanced}));
+  return std::max<int64_t>(1, std::min({wanted, fits, batch}));
 }
 
 // Conv with one group over a block of images: their patches side by side in one column matrix
@@ -316,7 +320,7 @@ absl::Status ConvTyped(KernelContext& context, const ConvGeometry& g, bool relu)
       ksize == 1 && g.input == g.output &&
       std::all_of(g.pad_begin.begin(), g.pad_begin.end(), [](int64_t p) { return p == 0; });
   if (g.group == 1 && !direct) {
-    const int64_t block = ImagesPerBlock(batch, kdim, osize, pool.threads());
+    const int64_t block = ImagesPerBlock(batch, kdim, osize);
     if (FitsBlas({block * osize})) {
       RunConvTasks<A>(pool, (batch + block - 1) / block, [&](int64_t t, Scratch<A>& scratch) {
         const int64_t first = t * block;

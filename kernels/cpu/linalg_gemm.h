@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/elementwise_convert.h"
 #include "kernels/cpu/linalg_shapes.h"
 #include "kernels/numerics/half.h"
 #include "passes/graph/status_macros.h"
@@ -65,31 +66,9 @@ inline bool FitsBlas(std::initializer_list<int64_t> sizes) {
   return true;
 }
 
-// n values of T widened to the accumulation type, and back rounded once; FP16 and BF16 through
-// half.h's bulk conversions (F16C for FP16 where the CPU has it).
-template <typename T>
-void WidenToAcc(const T* in, int64_t n, Acc<T>* out) {
-  const size_t size = static_cast<size_t>(n);
-  if constexpr (std::is_same_v<T, Half>) {
-    HalfToFloat(std::span<const Half>(in, size), std::span<float>(out, size));
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    BFloat16ToFloat(std::span<const BFloat16>(in, size), std::span<float>(out, size));
-  } else {
-    for (size_t i = 0; i < size; ++i) out[i] = Compute<T>::Load(in[i]);
-  }
-}
-
-template <typename T>
-void NarrowFromAcc(const Acc<T>* in, int64_t n, T* out) {
-  const size_t size = static_cast<size_t>(n);
-  if constexpr (std::is_same_v<T, Half>) {
-    FloatToHalf(std::span<const float>(in, size), std::span<Half>(out, size));
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    FloatToBFloat16(std::span<const float>(in, size), std::span<BFloat16>(out, size));
-  } else {
-    for (size_t i = 0; i < size; ++i) out[i] = Compute<T>::Store(in[i]);
-  }
-}
+// n values of T widened to the accumulation type, and back rounded once (elementwise_convert.h).
+using ampc::NarrowFromAcc;
+using ampc::WidenToAcc;
 
 // A tensor's values in the accumulation type: the tensor itself when the types agree, else a
 // widened copy (exact for FP16/BF16 to float).
@@ -186,21 +165,29 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, A alpha, 
   }
 }
 
+// C's blocks for ParallelGemm along an extent of C (rows or columns): at most kGemmBlocks, each a
+// multiple of 16 (the width of the GEMM kernels' register tiles) and at least 32 long.
+inline constexpr int64_t kGemmBlocks = 8;
+inline int64_t GemmBlock(int64_t extent) {
+  return std::max<int64_t>(32, ((extent + kGemmBlocks - 1) / kGemmBlocks + 15) / 16 * 16);
+}
+
 // Gemm with C split into row blocks (or column blocks, when it is wider than tall) that the
 // pool's threads compute at once, each with single-threaded BLAS; inline when small or nested.
+// The blocks depend on the shape alone, never on the thread count, and BLAS computes each block
+// the same way whichever thread runs it: the product has the same bits at any thread count
+// (BLAS's sum order within a product depends on the block it is given).
 template <typename A>
 void ParallelGemm(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                   A alpha, const A* a, int64_t lda, const A* b, int64_t ldb, A beta, A* c,
                   int64_t ldc) {
-  const int64_t threads = pool.threads();
-  if (threads == 1 || m * n * k <= kParallelGemmWork) {
+  if (m * n * k <= kParallelGemmWork) {
     Gemm<A>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   const bool by_rows = m >= n;
   const int64_t extent = by_rows ? m : n;
-  // Blocks a multiple of 16 (the width of the GEMM kernels' register tiles) where possible.
-  const int64_t block = std::max<int64_t>(1, ((extent + threads - 1) / threads + 15) / 16 * 16);
+  const int64_t block = GemmBlock(extent);
   const int64_t blocks = (extent + block - 1) / block;
   pool.ParallelFor(blocks, 1, [&](int64_t first, int64_t last) {
     for (int64_t t = first; t < last; ++t) {
