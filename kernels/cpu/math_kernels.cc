@@ -83,7 +83,14 @@ absl::Status CastTo(KernelContext& context, const Tensor& input, DType to,
       CpuOf(context.backend())
           .pool()
           .ParallelFor(input.size(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
-            for (int64_t i = begin; i < end; ++i) y[i] = ConvertElement<From, To>(x[i]);
+            // FP16/BF16 <-> FP32 through the vector conversions (the same bits).
+            if constexpr (std::is_same_v<From, float> && kLowFloat<To>) {
+              NarrowFromAcc(x + begin, end - begin, y + begin);
+            } else if constexpr (kLowFloat<From> && std::is_same_v<To, float>) {
+              WidenToAcc(x + begin, end - begin, y + begin);
+            } else {
+              for (int64_t i = begin; i < end; ++i) y[i] = ConvertElement<From, To>(x[i]);
+            }
           });
     });
   });
