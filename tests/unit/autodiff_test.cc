@@ -61,6 +61,20 @@ GradientCase BatchNormCase(int opset) {
   return c;
 }
 
+// An opset-23 op without a gradient rule, differentiated through its function body.
+GradientCase Opset23(GradientCase c) {
+  c.opset = 23;
+  return c;
+}
+
+// RotaryEmbedding has no double: FP32, with a larger step (it is linear in each operand).
+GradientCase Float(GradientCase c) {
+  c.type = "float";
+  c.h = 1e-2;
+  c.tolerance = 1e-4;
+  return c;
+}
+
 // A case whose operands and output are declared with `declared` dims (dynamic axes).
 GradientCase Symbolic(GradientCase c, std::string y_declared) {
   c.y_declared = std::move(y_declared);
@@ -283,6 +297,42 @@ std::vector<GradientCase> Cases() {
                 "y = Einsum <equation = \"bij,jk->bik\"> (x, w)",
                 {2, 2, 4}},
                "B,2,4"),
+      Opset23({"RMSNormalization_through_body",
+               {{"x", {2, 3, 4}}, {"s", {4}}},
+               "y = RMSNormalization <epsilon = 0.001, stash_type = 11> (x, s)",
+               {2, 3, 4}}),
+      Opset23({"RMSNormalization_axis1",
+               {{"x", {2, 3, 2}}, {"s", {3, 2}}},
+               "y = RMSNormalization <axis = 1, stash_type = 11> (x, s)",
+               {2, 3, 2}}),
+      Float(Opset23({"RotaryEmbedding_through_body",
+                     {{"x", {1, 2, 3, 4}},
+                      {"c", {3, 2}},
+                      {"n", {3, 2}},
+                      Operand::Fixed("p", {1, 3}, "int64", {0, 2, 1})},
+                     "y = RotaryEmbedding(x, c, n, p)",
+                     {1, 2, 3, 4}})),
+      Float(
+          Opset23({"RotaryEmbedding_interleaved_partial_3d",
+                   {{"x", {1, 3, 8}},
+                    {"c", {3, 1}},
+                    {"n", {3, 1}},
+                    Operand::Fixed("p", {1, 3}, "int64", {2, 0, 1})},
+                   "y = RotaryEmbedding <interleaved = 1, num_heads = 2, rotary_embedding_dim = 2> "
+                   "(x, c, n, p)",
+                   {1, 3, 8}})),
+      Opset23({"Attention_through_body",
+               {{"q", {1, 2, 3, 4}}, {"k", {1, 2, 3, 4}}, {"v", {1, 2, 3, 4}}},
+               "y = Attention(q, k, v)",
+               {1, 2, 3, 4}}),
+      Opset23({"Attention_causal_scaled_float_mask",
+               {{"q", {1, 2, 3, 4}}, {"k", {1, 2, 3, 4}}, {"v", {1, 2, 3, 4}}, {"m", {3, 3}}},
+               "y = Attention <is_causal = 1, scale = 0.7> (q, k, v, m)",
+               {1, 2, 3, 4}}),
+      Opset23({"Attention_grouped_heads_3d_softcap",
+               {{"q", {1, 3, 8}}, {"k", {1, 2, 4}}, {"v", {1, 2, 4}}},
+               "y = Attention <q_num_heads = 2, kv_num_heads = 1, softcap = 2.0> (q, k, v)",
+               {1, 3, 8}}),
       // MobileNetV3's activations; x = 4 x0 spans all three pieces of each.
       {"HardSwish",
        {Operand("x", {2, 3})},
