@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "passes/float_support.h"
@@ -34,11 +33,75 @@ std::vector<onnx::NodeProto*> Dropouts(onnx::GraphProto& graph) {
   return nodes;
 }
 
-// Drops training_mode (and a trailing empty ratio): the node is the identity.
-bool MakeInference(onnx::NodeProto& node) {
-  if (node.input_size() <= 2) return false;
-  node.mutable_input()->DeleteSubrange(2, node.input_size() - 2);
-  if (node.input(1).empty()) node.mutable_input()->RemoveLast();
+// The values the nodes of `graph` and its outputs read.
+absl::flat_hash_set<std::string> ReadValues(const onnx::GraphProto& graph) {
+  absl::flat_hash_set<std::string> read;
+  for (const onnx::NodeProto& node : graph.node()) {
+    read.insert(node.input().begin(), node.input().end());
+  }
+  for (const onnx::ValueInfoProto& output : graph.output()) read.insert(output.name());
+  return read;
+}
+
+// Removes the Constant nodes and initializers among `candidates` that nothing in `graph` reads
+// any more (nor `read_elsewhere`: the step's reads of the graph's initializers), and the
+// value_info of those and of `gone` (values no longer computed).
+void RemoveUnread(onnx::GraphProto& graph, const absl::flat_hash_set<std::string>& candidates,
+                  absl::flat_hash_set<std::string> gone,
+                  const absl::flat_hash_set<std::string>& read_elsewhere) {
+  absl::flat_hash_set<std::string> still_read = ReadValues(graph);
+  still_read.insert(read_elsewhere.begin(), read_elsewhere.end());
+  auto unread = [&](const std::string& name) {
+    return candidates.contains(name) && !still_read.contains(name);
+  };
+  absl::flat_hash_set<std::string> inputs;
+  for (const onnx::ValueInfoProto& input : graph.input()) inputs.insert(input.name());
+  RemoveIf(*graph.mutable_node(), [&](int i) {
+    const onnx::NodeProto& node = graph.node(i);
+    if (!(node.op_type() == "Constant" && node.output_size() == 1 && unread(node.output(0)))) {
+      return false;
+    }
+    gone.insert(node.output(0));
+    return true;
+  });
+  RemoveIf(*graph.mutable_initializer(), [&](int i) {
+    const std::string& name = graph.initializer(i).name();
+    if (!unread(name) || inputs.contains(name)) return false;
+    gone.insert(name);
+    return true;
+  });
+  RemoveIf(*graph.mutable_value_info(),
+           [&](int i) { return gone.contains(graph.value_info(i).name()); });
+}
+
+// Every Dropout of `graph` becomes the identity: an Identity node (which every backend runs), or,
+// where its mask is read, the Dropout without training_mode (an all-true mask). Constants and
+// initializers that only those Dropouts read (ratio, training_mode) go. Whether anything changed.
+bool MakeInference(onnx::GraphProto& graph,
+                   const absl::flat_hash_set<std::string>& read_elsewhere) {
+  const absl::flat_hash_set<std::string> read = ReadValues(graph);
+  absl::flat_hash_set<std::string> dropped;  // inputs 1 and 2 of the Dropouts changed
+  absl::flat_hash_set<std::string> gone;     // the masks no longer computed
+  bool changed = false;
+  for (onnx::NodeProto* node : Dropouts(graph)) {
+    const bool mask_read = node->output_size() > 1 && read.contains(node->output(1));
+    if (mask_read && node->input_size() <= 2) continue;
+    changed = true;
+    for (int i = 1; i < node->input_size(); ++i) dropped.insert(node->input(i));
+    if (mask_read) {
+      node->mutable_input()->DeleteSubrange(2, node->input_size() - 2);
+      if (node->input(1).empty()) node->mutable_input()->RemoveLast();
+      continue;
+    }
+    node->set_op_type("Identity");
+    node->clear_domain();
+    node->clear_attribute();
+    node->mutable_input()->DeleteSubrange(1, node->input_size() - 1);
+    for (int i = 1; i < node->output_size(); ++i) gone.insert(node->output(i));
+    node->mutable_output()->DeleteSubrange(1, node->output_size() - 1);
+  }
+  if (!changed) return false;
+  RemoveUnread(graph, dropped, gone, read_elsewhere);
   return true;
 }
 
@@ -66,19 +129,6 @@ void Prepend(onnx::GraphProto& graph, std::vector<onnx::NodeProto> nodes) {
   for (onnx::NodeProto& node : *graph.mutable_node()) nodes.push_back(std::move(node));
   graph.clear_node();
   for (onnx::NodeProto& node : nodes) *graph.add_node() = std::move(node);
-}
-
-// Removes dropout-mode's Constant nodes that nothing in `graph` reads any more.
-void RemoveUnreadConstants(onnx::GraphProto& graph) {
-  absl::flat_hash_set<std::string> read;
-  for (const onnx::NodeProto& node : graph.node())
-    read.insert(node.input().begin(), node.input().end());
-  for (const onnx::ValueInfoProto& output : graph.output()) read.insert(output.name());
-  RemoveIf(*graph.mutable_node(), [&](int i) {
-    const onnx::NodeProto& node = graph.node(i);
-    return node.op_type() == "Constant" && node.output_size() == 1 &&
-           absl::StartsWith(node.output(0), "ampc.dropout.") && !read.contains(node.output(0));
-  });
 }
 
 // SplitMix64's finalizer (Steele, Lea, Flood 2014): distinct seeds for the step's nodes.
@@ -110,9 +160,7 @@ absl::StatusOr<PassResult> DropoutMode::Run(ModelContext& context) {
   }
   std::vector<onnx::NodeProto*> dropouts = Dropouts(graph);
   if (mode_ == Mode::kOff) {
-    bool changed = false;
-    for (onnx::NodeProto* node : dropouts) changed = MakeInference(*node) || changed;
-    return PassResult(changed);
+    return PassResult(MakeInference(graph, {}));
   }
   const std::string flag =
       mode_ == Mode::kGraph ? "--dropout=graph" : absl::StrCat("--dropout=", ratio_);
@@ -133,8 +181,11 @@ absl::StatusOr<PassResult> DropoutMode::Run(ModelContext& context) {
     constants.push_back(ConstantNode(ratio, ScalarOf(onnx::TensorProto::FLOAT, ratio_)));
   }
   std::string half;  // ONNX's default ratio, for nodes without one
+  absl::flat_hash_set<std::string> replaced;
   for (onnx::NodeProto* node : dropouts) {
     while (node->input_size() < 3) node->add_input("");
+    replaced.insert(node->input(2));
+    if (!ratio.empty()) replaced.insert(node->input(1));
     if (!ratio.empty()) {
       node->set_input(1, ratio);
     } else if (node->input(1).empty()) {
@@ -146,6 +197,7 @@ absl::StatusOr<PassResult> DropoutMode::Run(ModelContext& context) {
     }
     node->set_input(2, on);
   }
+  RemoveUnread(graph, replaced, {}, {});
   Prepend(graph, std::move(constants));
   return PassResult(true);
 }
@@ -158,8 +210,7 @@ absl::StatusOr<PassResult> DropoutStep::Run(ModelContext& context) {
         absl::StrCat(context.file, ": dropout-step runs after training-step"));
   }
   // The graph is the inference model: no dropout there.
-  for (onnx::NodeProto* node : Dropouts(*model.mutable_graph())) MakeInference(*node);
-  RemoveUnreadConstants(*model.mutable_graph());
+  MakeInference(*model.mutable_graph(), ReadValues(model.training_info(0).algorithm()));
   onnx::GraphProto& step = *model.mutable_training_info(0)->mutable_algorithm();
   std::vector<onnx::NodeProto*> dropouts;
   for (onnx::NodeProto* node : Dropouts(step)) {

@@ -281,6 +281,24 @@ g (float[4] x) => (float loss) <float[4] w = {1, 2, 3, 4}, float p = {0.8}> {
   }
 }
 
+// The dynamo exporter gives ratio and training_mode as initializers: the graph's Identity no
+// longer reads the ratio, but the step does, so it stays; training_mode, read by neither, goes.
+TEST(DropoutMode, AnInitializerRatioTheStepReadsStays) {
+  onnx::ModelProto model = testing::ParseModelText(R"(<ir_version: 8, opset_import: ["" : 17]>
+g (float[4] x) => (float loss) <float[4] w = {1, 2, 3, 4}, float r = {0.5}, bool t = {1}> {
+  h = Mul (x, w)
+  d = Dropout (h, r, t)
+  loss = ReduceSum <keepdims = 0> (d)
+})");
+  CpuBackend backend(1);
+  auto session = Open(model, TrainingOptions::Dropout::kGraph, backend);
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<std::string> initializers;
+  for (const auto& t : model.graph().initializer()) initializers.push_back(t.name());
+  EXPECT_THAT(initializers, ::testing::ElementsAre("w", "r"));
+  EXPECT_TRUE((*session)->Step({{"x", Floats({4}, {1, 1, 1, 1})}}, 0.01f).ok());
+}
+
 TEST(DropoutMode, ARatioReplacesEveryNodesOwn) {
   onnx::ModelProto model = testing::ParseModelText(ProductModel(true));
   TrainingOptions options;
