@@ -3,17 +3,19 @@
 // that kept its Dropout nodes (torch.onnx.export(..., training=TrainingMode.TRAINING)) can train
 // with dropout. Two passes around training-step:
 //
-// - dropout-mode (before it): off, every Dropout of the graph loses its training_mode input (the
-//   identity, in the graph and the step: a model with Dropout trains as one without); graph or a
-//   ratio R, every Dropout gets training_mode = true (a Constant) and a ratio (its own, ONNX's 0.5
-//   when it has none, or R), so the autodiff's rule builds the masked backward. graph or R on a
-//   model without Dropout is an error that says how to export with them.
+// - dropout-mode (before it): off, every Dropout of the graph becomes an Identity (a Dropout
+//   without training_mode where its mask is read), in the graph and so in the step: a model with
+//   Dropout trains as one without; graph or a ratio R, every Dropout gets training_mode = true (a
+//   Constant) and a ratio (its own, ONNX's 0.5 when it has none, or R), so the autodiff's rule
+//   builds the masked backward. graph or R on a model without Dropout is an error that says how
+//   to export with them; a random op (a dynamo training-mode export's lowered Dropout) is an
+//   error in every mode. Constants and initializers only the changed Dropouts read go.
 // - dropout-step (after it): with graph or R, each training-mode Dropout of the step becomes
 //   ai.ampc.Dropout with a fourth input, the call = (ampc.step + ampc.skipped_steps) * K +
 //   ampc.micro_step (the batches run before this one, all in the checkpoint) and a `seed` (the
 //   node's own, else one derived from its position), so its masks are a function of (seed, call)
-//   and a resumed run draws the masks an uninterrupted one would; the graph's Dropout nodes lose
-//   training_mode again: the inference model evaluates without dropout, as PyTorch's eval().
+//   and a resumed run draws the masks an uninterrupted one would; the graph's Dropout nodes become
+//   Identity again: the inference model evaluates without dropout, as PyTorch's eval().
 #pragma once
 
 #include "absl/status/statusor.h"
