@@ -12,6 +12,7 @@ void RegisterCudaKernels(KernelRegistry& registry) {
   RegisterCudaCopyKernels(registry);
   RegisterCudaConvKernels(registry);
   RegisterCudaIndexKernels(registry);
+  RegisterCudaDropoutKernels(registry);
 }
 
 }  // namespace ampc

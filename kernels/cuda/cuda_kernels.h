@@ -22,5 +22,7 @@ void RegisterCudaCopyKernels(KernelRegistry& registry);
 void RegisterCudaConvKernels(KernelRegistry& registry);
 // Gather, ScatterND, Sum (index_ops.cc).
 void RegisterCudaIndexKernels(KernelRegistry& registry);
+// ai.ampc.Dropout (dropout_ops.cc).
+void RegisterCudaDropoutKernels(KernelRegistry& registry);
 
 }  // namespace ampc

@@ -15,6 +15,7 @@
 #include "passes/opset/training_ops.h"
 #include "runtime/core/cpu_backend.h"
 #include "runtime/training_session.h"
+#include "tests/support/cuda_parity.h"
 #include "tests/support/kernel_runs.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"
@@ -103,6 +104,28 @@ TEST(AmpcDropout, ANegativeCallIsAnErrorAndInferenceIgnoresIt) {
   auto zero = RunAmpcDropout(0.0f, -1);  // ratio 0: the identity, the call is not read
   ASSERT_TRUE(zero.ok()) << zero.status();
   EXPECT_EQ(Values<float>((*zero)[0]), std::vector<float>(4099, 3.0f));
+}
+
+// The CUDA kernel (kernels/cuda/dropout.cu) draws the CPU kernel's masks and values, bit for bit,
+// in FP32, FP16 and BF16 (ratio in FP32); without a GPU only the registration is checked.
+TEST(AmpcDropout, CudaMatchesTheCpuBitForBit) {
+  RegisterAmpcSchemas();
+  for (const char* type : {"float", "float16", "bfloat16"}) {
+    testing::ParityCase parity;
+    parity.model = absl::StrCat(R"(<ir_version: 8, opset_import: ["" : 17, "ai.ampc" : 1]>
+g ()",
+                                type, R"([4099] x, int64 call) => ()", type,
+                                R"([4099] y, bool[4099] mask) {
+  r = Constant <value = float {0.3}> ()
+  t = Constant <value = bool {1}> ()
+  y, mask = ai.ampc.Dropout <seed = -12345> (x, r, t, call)
+})");
+    parity.ranges["call"] = {1000, 1001};
+    parity.tolerance = 0;
+    testing::ExpectRunsOnCpuWithCudaKernels(parity);
+    if (testing::CudaUsable()) testing::ExpectCudaMatchesCpu(parity);
+  }
+  AMPC_SKIP_WITHOUT_GPU();
 }
 
 // loss = sum(Dropout(x * w) * c), x = 1..n, c = 2 (Constant nodes, not trained): d loss / d w_i =
