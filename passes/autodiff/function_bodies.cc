@@ -62,16 +62,20 @@ struct IntValue {
   std::vector<int64_t> data;
 };
 
-std::optional<std::vector<int64_t>> StaticDims(const onnx::TypeProto* type) {
+// The dims of `type`, -1 for one without a size; nullopt when the rank is unknown.
+std::optional<std::vector<int64_t>> KnownDims(const onnx::TypeProto* type) {
   if (type == nullptr || !type->has_tensor_type() || !type->tensor_type().has_shape()) {
     return std::nullopt;
   }
   std::vector<int64_t> dims;
   for (const auto& dim : type->tensor_type().shape().dim()) {
-    if (!dim.has_dim_value()) return std::nullopt;
-    dims.push_back(dim.dim_value());
+    dims.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
   }
   return dims;
+}
+
+bool AllKnown(const std::vector<int64_t>& dims) {
+  return std::none_of(dims.begin(), dims.end(), [](int64_t d) { return d < 0; });
 }
 
 // The int64 result of `node` when its inputs are known (the shape arithmetic of bodies such as
@@ -93,7 +97,8 @@ std::optional<IntValue> Evaluate(const onnx::NodeProto& node, const GraphIndex& 
     return IntValue{{a.t().dims().begin(), a.t().dims().end()}, std::move(data)};
   }
   if (op == "Shape" || op == "Size") {
-    std::optional<std::vector<int64_t>> dims = StaticDims(index.Type(node.input(0)));
+    // Only the dims read need sizes: Shape(x, start=3, end=4) of a dynamic-batch x is known.
+    std::optional<std::vector<int64_t>> dims = KnownDims(index.Type(node.input(0)));
     if (!dims.has_value()) return std::nullopt;
     if (op == "Shape") {
       const int64_t rank = static_cast<int64_t>(dims->size());
@@ -103,8 +108,11 @@ std::optional<IntValue> Evaluate(const onnx::NodeProto& node, const GraphIndex& 
       }
       start = std::clamp(start < 0 ? start + rank : start, int64_t{0}, rank);
       end = std::clamp(end < 0 ? end + rank : end, start, rank);
-      return IntValue{{end - start}, {dims->begin() + start, dims->begin() + end}};
+      std::vector<int64_t> read(dims->begin() + start, dims->begin() + end);
+      if (!AllKnown(read)) return std::nullopt;
+      return IntValue{{end - start}, std::move(read)};
     }
+    if (!AllKnown(*dims)) return std::nullopt;
     int64_t count = 1;
     for (int64_t d : *dims) count *= d;
     return IntValue{{}, {count}};

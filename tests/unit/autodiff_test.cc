@@ -61,11 +61,13 @@ GradientCase BatchNormCase(int opset) {
   return c;
 }
 
-// An opset-23 op without a gradient rule, differentiated through its function body.
-GradientCase Opset23(GradientCase c) {
-  c.opset = 23;
+GradientCase AtOpset(GradientCase c, int opset) {
+  c.opset = opset;
   return c;
 }
+
+// An opset-23 op without a gradient rule, differentiated through its function body.
+GradientCase Opset23(GradientCase c) { return AtOpset(std::move(c), 23); }
 
 // RotaryEmbedding has no double: FP32, with a larger step (it is linear in each operand).
 GradientCase Float(GradientCase c) {
@@ -321,6 +323,28 @@ std::vector<GradientCase> Cases() {
                    "y = RotaryEmbedding <interleaved = 1, num_heads = 2, rotary_embedding_dim = 2> "
                    "(x, c, n, p)",
                    {1, 3, 8}})),
+      // Bodies within bodies: Mish's calls Softplus, which has no rule but a body of its own.
+      AtOpset({"Mish_through_nested_bodies", {x}, "y = Mish(x)", {2, 3}}, 18),
+      Symbolic(Opset23({"RMSNormalization_named_batch",
+                        {Operand("x", {2, 3, 4}).Declared("N,S,4"), {"s", {4}}},
+                        "y = RMSNormalization <stash_type = 11> (x, s)",
+                        {2, 3, 4}}),
+               "N,S,4"),
+      Symbolic(Float(Opset23({"RotaryEmbedding_named_batch_and_sequence",
+                              {Operand("x", {1, 2, 3, 4}).Declared("N,2,S,4"),
+                               {"c", {3, 2}},
+                               {"n", {3, 2}},
+                               Operand::Fixed("p", {1, 3}, "int64", {0, 2, 1}).Declared("N,S")},
+                              "y = RotaryEmbedding(x, c, n, p)",
+                              {1, 2, 3, 4}})),
+               "N,2,S,4"),
+      Symbolic(Opset23({"Attention_named_batch_and_sequence",
+                        {Operand("q", {1, 2, 3, 4}).Declared("N,2,S,4"),
+                         Operand("k", {1, 2, 3, 4}).Declared("N,2,S,4"),
+                         Operand("v", {1, 2, 3, 4}).Declared("N,2,S,4")},
+                        "y = Attention <is_causal = 1> (q, k, v)",
+                        {1, 2, 3, 4}}),
+               "N,2,S,4"),
       Opset23({"Attention_through_body",
                {{"q", {1, 2, 3, 4}}, {"k", {1, 2, 3, 4}}, {"v", {1, 2, 3, 4}}},
                "y = Attention(q, k, v)",
@@ -512,6 +536,16 @@ TEST(Autodiff, EinsumDiagonalIsAnErrorNamingTheNode) {
   ASSERT_FALSE(model.ok());
   EXPECT_THAT(model.status().message(), HasSubstr("node #0 (Einsum)"));
   EXPECT_THAT(model.status().message(), HasSubstr("repeats label 'i' (a diagonal)"));
+}
+
+TEST(Autodiff, BodyNodeWithoutRuleIsAnErrorNamingTheCallAndTheBodyNode) {
+  // Softsign has no rule; its body's Abs has neither a rule nor a body.
+  GradientCase c{"Softsign", {{"x", {2, 3}}}, "y = Softsign(x)", {2, 3}};
+  c.opset = 18;
+  absl::StatusOr<onnx::ModelProto> model = testing::GradientModel(c);
+  ASSERT_FALSE(model.ok());
+  EXPECT_THAT(model.status().message(), HasSubstr("node 'Softsign/grad/body/Abs' (Abs)"));
+  EXPECT_THAT(model.status().message(), HasSubstr("has no gradient rule"));
 }
 
 TEST(Autodiff, OpWithoutRuleOffThePathIsFine) {
