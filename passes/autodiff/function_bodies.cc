@@ -20,6 +20,11 @@
 namespace ampc {
 namespace {
 
+bool IsFloatType(int elem) {
+  return elem == onnx::TensorProto::FLOAT || elem == onnx::TensorProto::DOUBLE ||
+         elem == onnx::TensorProto::FLOAT16 || elem == onnx::TensorProto::BFLOAT16;
+}
+
 bool HasFunctionBody(const onnx::OpSchema& schema, int version) {
   return (schema.HasFunction() && schema.GetFunction(version) != nullptr) ||
          schema.HasContextDependentFunction();
@@ -213,16 +218,34 @@ absl::StatusOr<ExpandedBody> ExpandFunctionBody(const onnx::NodeProto& node,
   graph.set_name("body");
   std::vector<onnx::TypeProto> input_types;
   std::set<std::string> declared;
-  for (const std::string& input : node.input()) {
+  int common = 0;  // the float type of the first float input
+  for (int k = 0; k < node.input_size(); ++k) {
+    const std::string& input = node.input(k);
     const onnx::TypeProto* type = input.empty() ? nullptr : forward.Type(input);
     if (!input.empty() && type == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("the type of '", input, "' is unknown"));
     }
     input_types.push_back(type != nullptr ? *type : onnx::TypeProto());
-    if (type == nullptr || !declared.insert(input).second) continue;
-    onnx::ValueInfoProto& info = *graph.add_input();
-    info.set_name(input);
-    *info.mutable_type() = *type;
+    if (type == nullptr) continue;
+    if (declared.insert(input).second) {
+      onnx::ValueInfoProto& info = *graph.add_input();
+      info.set_name(input);
+      *info.mutable_type() = *type;
+    }
+    // Mixed precision may leave Attention's V (its own type parameter) FP32 beside FP16 Q and K,
+    // which its body's MatMul cannot take: such inputs are cast to the first one's type.
+    const int elem = type->tensor_type().elem_type();
+    if (!IsFloatType(elem)) continue;
+    if (common == 0) common = elem;
+    if (elem == common) continue;
+    onnx::NodeProto& cast = *graph.add_node();
+    cast.set_op_type("Cast");
+    cast.set_name(names.Fresh(absl::StrCat(call.name(), "/Cast")));
+    cast.add_input(input);
+    cast.add_output(names.Fresh(absl::StrCat(input, ".cast")));
+    *cast.add_attribute() = onnx::MakeAttribute("to", int64_t{common});
+    call.set_input(k, cast.output(0));
+    input_types.back().mutable_tensor_type()->set_elem_type(common);
   }
   onnx::FunctionProto function;
   if (schema->HasFunction() && schema->GetFunction(version) != nullptr) {

@@ -345,6 +345,18 @@ std::vector<GradientCase> Cases() {
                         "y = Attention <is_causal = 1> (q, k, v)",
                         {1, 2, 3, 4}}),
                "N,2,S,4"),
+      // Autocast may leave V (its own type parameter) in FP32 beside FP16 Q and K: here FP32
+      // Q and K beside an FP64 V; the body reads V cast to Q's type.
+      [] {
+        GradientCase c = Opset23({"Attention_v_of_another_type",
+                                  {{"q", {1, 2, 3, 4}}, {"k", {1, 2, 3, 4}}, {"v", {1, 2, 3, 4}}},
+                                  "qf = Cast <to = 1> (q)\n  kf = Cast <to = 1> (k)\n"
+                                  "  yf = Attention(qf, kf, v)\n  y = Cast <to = 11> (yf)",
+                                  {1, 2, 3, 4}});
+        c.h = 1e-3;
+        c.tolerance = 1e-3;
+        return c;
+      }(),
       Opset23({"Attention_through_body",
                {{"q", {1, 2, 3, 4}}, {"k", {1, 2, 3, 4}}, {"v", {1, 2, 3, 4}}},
                "y = Attention(q, k, v)",
