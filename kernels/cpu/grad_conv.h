@@ -41,9 +41,10 @@ absl::Status ConvGradTyped(KernelContext& context, const linalg::ConvGeometry& g
     return NodeError(context, "a GEMM dimension exceeds 2^31-1");
   ThreadPool& pool = CpuOf(context.backend()).pool();
   linalg::SingleThreadedBlas();
-  linalg::AccInput<T> ady(dy.data<T>(), dy.size(), pool), ax(x.data<T>(), x.size(), pool),
-      aw(w.data<T>(), w.size(), pool);
   const bool want_dx = Wants(context, 0), want_dw = Wants(context, 1);
+  // W only for dx, X only for dw (widened copies of FP16/BF16 otherwise made for nothing).
+  linalg::AccInput<T> ady(dy.data<T>(), dy.size(), pool),
+      ax(x.data<T>(), want_dw ? x.size() : 0, pool), aw(w.data<T>(), want_dx ? w.size() : 0, pool);
   std::vector<A> col, dyb;
   if ((want_dx || want_dw) && osize > 0) {
     col.resize(static_cast<size_t>(kdim * block * osize));
@@ -71,7 +72,7 @@ absl::Status ConvGradTyped(KernelContext& context, const linalg::ConvGeometry& g
   if (want_dw) {
     AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(1, w.shape()));
     dw = &dw_out.emplace(out->data<T>(), out->size());
-    std::fill(dw->data(), dw->data() + out->size(), A{0});
+    if (osize == 0 || batch == 0) std::fill(dw->data(), dw->data() + out->size(), A{0});
   }
   // Col2Im scatters from the conv's output positions (its "input") into the image.
   linalg::ConvGeometry back = g;
@@ -92,8 +93,10 @@ absl::Status ConvGradTyped(KernelContext& context, const linalg::ConvGeometry& g
       if (dw != nullptr) {
         linalg::Im2Col(ax.data() + (first * c + group * cg) * isize, g, cg, images, c * isize,
                        col.data(), columns, pool);
+        // The first block sets dw (beta 0), the others add to it.
         linalg::ParallelGemm<A>(pool, false, true, mg, kdim, columns, A{1}, dyb.data(), columns,
-                                col.data(), columns, A{1}, dw->data() + group * mg * kdim, kdim);
+                                col.data(), columns, first == 0 ? A{0} : A{1},
+                                dw->data() + group * mg * kdim, kdim);
       }
     }
   }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <type_traits>
@@ -94,7 +95,8 @@ class AccInput {
 };
 
 // Where results accumulate: the output itself when its type is the accumulation type, else a
-// buffer that Finish() rounds once into the output.
+// buffer that Finish() rounds once into the output. Uninitialised either way: callers write every
+// value (a GEMM with beta 0) or clear it first.
 template <typename T>
 class AccOutput {
  public:
@@ -102,15 +104,15 @@ class AccOutput {
     if constexpr (std::is_same_v<T, Acc<T>>) {
       data_ = out;
     } else {
-      buffer_.assign(static_cast<size_t>(n), Acc<T>{});
-      data_ = buffer_.data();
+      buffer_.reset(new Acc<T>[static_cast<size_t>(n)]);  // no value-initialisation
+      data_ = buffer_.get();
     }
   }
   Acc<T>* data() { return data_; }
   void Finish(ThreadPool& pool) {
     if constexpr (!std::is_same_v<T, Acc<T>>) {
       pool.ParallelFor(n_, kCopyGrain, [&](int64_t begin, int64_t end) {
-        NarrowFromAcc(buffer_.data() + begin, end - begin, out_ + begin);
+        NarrowFromAcc(buffer_.get() + begin, end - begin, out_ + begin);
       });
     }
   }
@@ -118,7 +120,7 @@ class AccOutput {
  private:
   T* out_;
   int64_t n_;
-  std::vector<Acc<T>> buffer_;
+  std::unique_ptr<Acc<T>[]> buffer_;
   Acc<T>* data_ = nullptr;
 };
 
