@@ -1,6 +1,7 @@
 // infer-types: ONNX shape and type inference, strict; records the inferred types as value_info.
 #pragma once
 
+#include "passes/opset/strict_inference.h"
 #include "passes/pass.h"
 
 namespace ampc {
@@ -10,10 +11,6 @@ class InferTypes : public Pass {
   absl::string_view Name() const override { return "infer-types"; }
   absl::StatusOr<PassResult> Run(ModelContext& context) override;
 };
-
-// Runs strict inference (type checks on, node errors fatal) on `model` in place. Errors are
-// InvalidArgument "<file>: type inference: <what>".
-absl::Status InferTypesStrict(onnx::ModelProto& model, const std::string& file);
 
 // InferTypesStrict, keeping the declared graph inputs and outputs as they were and leaving no
 // inference-generated dim names (unk__N) behind, so inferring twice changes nothing.

@@ -15,7 +15,7 @@
 #include "passes/graph/onnx_status.h"
 #include "passes/graph/status_macros.h"
 #include "passes/graph/tensor_data.h"
-#include "passes/infer_types.h"
+#include "passes/opset/strict_inference.h"
 
 namespace ampc {
 namespace {
