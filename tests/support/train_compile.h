@@ -9,15 +9,22 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "passes/autocast_policy.h"
 #include "passes/registry.h"
 
 namespace ampc::testing {
 
-// Runs `passes` in order with `training` (enabled set here) and FP32 kept (no autocast options);
-// returns the messages of the warnings they reported.
+// Runs `passes` in order with `training` (enabled set here), autocasting to `low_dtype` where
+// the passes include autocast (none given: the default options); returns the messages of the
+// warnings they reported.
 inline absl::StatusOr<std::vector<std::string>> CompileForTraining(
-    onnx::ModelProto& model, const std::vector<std::string>& passes, TrainingOptions training) {
+    onnx::ModelProto& model, const std::vector<std::string>& passes, TrainingOptions training,
+    int low_dtype = onnx::TensorProto::UNDEFINED) {
   PassOptions options;
+  if (low_dtype != onnx::TensorProto::UNDEFINED) {
+    options.autocast.low_dtype = low_dtype;
+    options.autocast.policy = AutocastPolicy::Defaults(low_dtype);
+  }
   training.enabled = true;
   options.training = std::move(training);
   ModelContext context(model, "model");

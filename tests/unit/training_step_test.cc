@@ -24,6 +24,7 @@
 #include "tests/support/forward_models.h"
 #include "tests/support/model_text.h"
 #include "tests/support/tensors.h"
+#include "tests/support/train_compile.h"
 
 namespace ampc {
 namespace {
@@ -37,19 +38,7 @@ using testing::Values;
 // include it).
 absl::Status Compile(onnx::ModelProto& model, const std::vector<std::string>& passes,
                      TrainingOptions training, int low_dtype = onnx::TensorProto::FLOAT16) {
-  PassOptions options;
-  options.autocast.low_dtype = low_dtype;
-  options.autocast.policy = AutocastPolicy::Defaults(low_dtype);
-  training.enabled = true;
-  options.training = std::move(training);
-  ModelContext context(model, "model");
-  for (const std::string& name : passes) {
-    absl::StatusOr<std::unique_ptr<Pass>> pass = CreatePass(name, options);
-    if (!pass.ok()) return pass.status();
-    absl::StatusOr<PassResult> changed = RunPass(**pass, context);
-    if (!changed.ok()) return changed.status();
-  }
-  return absl::OkStatus();
+  return testing::CompileForTraining(model, passes, std::move(training), low_dtype).status();
 }
 
 // The order --train gives (compiler/pipeline.cc, PipelineFor), without upgrade-opset: these
