@@ -10,6 +10,7 @@
 #include "passes/insert_casts.h"
 #include "passes/training/dropout_mode.h"
 #include "passes/training/loss_op.h"
+#include "passes/training/split_sequences.h"
 #include "passes/training/training_step.h"
 #include "passes/training/untie.h"
 #include "passes/upgrade_opset.h"
@@ -33,6 +34,7 @@ const std::vector<PassEntry>& Entries() {
        }},
       {"infer-types", [](const PassOptions&) { return std::make_unique<InferTypes>(); }},
       {"untie", [](const PassOptions& o) { return std::make_unique<Untie>(o.training.untie); }},
+      {"split-sequences", [](const PassOptions&) { return std::make_unique<SplitSequences>(); }},
       {"loss-op",
        [](const PassOptions& o) { return std::make_unique<LossOp>(o.training.loss_op); }},
       {"dropout-mode",
