@@ -45,10 +45,10 @@ absl::Status ConvGradTyped(KernelContext& context, const linalg::ConvGeometry& g
   // W only for dx, X only for dw (widened copies of FP16/BF16 otherwise made for nothing).
   linalg::AccInput<T> ady(dy.data<T>(), dy.size(), pool),
       ax(x.data<T>(), want_dw ? x.size() : 0, pool), aw(w.data<T>(), want_dx ? w.size() : 0, pool);
-  std::vector<A> col, dyb;
+  linalg::Scratch<A> col, dyb;
   if ((want_dx || want_dw) && osize > 0) {
-    col.resize(static_cast<size_t>(kdim * block * osize));
-    dyb.resize(static_cast<size_t>(mg * block * osize));
+    col.Get(kdim * block * osize);
+    dyb.Get(mg * block * osize);
   }
   // dyb [mg, images * osize]: dy of `images` images from `first`, group `group`, side by side.
   auto gather_dy = [&](int64_t first, int64_t images, int64_t group) {

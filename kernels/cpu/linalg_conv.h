@@ -200,20 +200,7 @@ struct ConvEpilogue {
 
 // Uninitialised working memory that grows to the largest size asked for.
 template <typename A>
-class Scratch {
- public:
-  A* Get(int64_t n) {
-    if (n > size_) {
-      data_.reset(new A[static_cast<size_t>(n)]);
-      size_ = n;
-    }
-    return data_.get();
-  }
-
- private:
-  std::unique_ptr<A[]> data_;
-  int64_t size_ = 0;
-};
+using Scratch = ScratchBuffer<A>;
 
 // Runs task(t, scratch) for t in [0, tasks) on the pool's threads, one Scratch per chunk of tasks.
 // A task's own ParallelFor and ParallelGemm run inline when tasks run in parallel, and split

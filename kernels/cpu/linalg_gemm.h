@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/elementwise_convert.h"
 #include "kernels/cpu/linalg_shapes.h"
+#include "kernels/cpu/scratch_arena.h"
 #include "kernels/numerics/half.h"
 #include "passes/graph/status_macros.h"
 #include "runtime/core/cpu_backend.h"
@@ -72,7 +73,7 @@ using ampc::NarrowFromAcc;
 using ampc::WidenToAcc;
 
 // A tensor's values in the accumulation type: the tensor itself when the types agree, else a
-// widened copy (exact for FP16/BF16 to float).
+// widened copy (exact for FP16/BF16 to float) in the thread's scratch arena.
 template <typename T>
 class AccInput {
  public:
@@ -80,17 +81,17 @@ class AccInput {
     if constexpr (std::is_same_v<T, Acc<T>>) {
       data_ = data;
     } else {
-      copy_.resize(static_cast<size_t>(n));
+      Acc<T>* copy = copy_.Get(n);
       pool.ParallelFor(n, kCopyGrain, [&](int64_t begin, int64_t end) {
-        WidenToAcc(data + begin, end - begin, copy_.data() + begin);
+        WidenToAcc(data + begin, end - begin, copy + begin);
       });
-      data_ = copy_.data();
+      data_ = copy;
     }
   }
   const Acc<T>* data() const { return data_; }
 
  private:
-  std::vector<Acc<T>> copy_;
+  ScratchBuffer<Acc<T>> copy_;
   const Acc<T>* data_ = nullptr;
 };
 
@@ -104,15 +105,14 @@ class AccOutput {
     if constexpr (std::is_same_v<T, Acc<T>>) {
       data_ = out;
     } else {
-      buffer_.reset(new Acc<T>[static_cast<size_t>(n)]);  // no value-initialisation
-      data_ = buffer_.get();
+      data_ = buffer_.Get(n);
     }
   }
   Acc<T>* data() { return data_; }
   void Finish(ThreadPool& pool) {
     if constexpr (!std::is_same_v<T, Acc<T>>) {
       pool.ParallelFor(n_, kCopyGrain, [&](int64_t begin, int64_t end) {
-        NarrowFromAcc(buffer_.get() + begin, end - begin, out_ + begin);
+        NarrowFromAcc(data_ + begin, end - begin, out_ + begin);
       });
     }
   }
@@ -120,7 +120,7 @@ class AccOutput {
  private:
   T* out_;
   int64_t n_;
-  std::unique_ptr<Acc<T>[]> buffer_;
+  ScratchBuffer<Acc<T>> buffer_;
   Acc<T>* data_ = nullptr;
 };
 
