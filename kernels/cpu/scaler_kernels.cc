@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/optimizer_simd.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/cpu/scaler_ops.h"
 #include "kernels/numerics/lr_schedule.h"
@@ -232,6 +233,8 @@ absl::Status AdamTensor(KernelContext& context, const math::AdamScalars& s, bool
   const float *m = context.in(in + 2).data<float>(), *v = context.in(in + 3).data<float>();
   float *p_out = p_t->data<float>(), *m_out = m_t->data<float>(), *v_out = v_t->data<float>();
   ParallelFor(context, p_t->size(), 1, [&](int64_t begin, int64_t end) {
+    begin += optimizer_simd::AdamBlock(s, param + begin, grad + begin, m + begin, v + begin,
+                                       p_out + begin, m_out + begin, v_out + begin, end - begin);
     for (int64_t k = begin; k < end; ++k) {
       const math::AdamElementResult r = math::AdamElement(s, param[k], grad[k], m[k], v[k]);
       p_out[k] = r.p;

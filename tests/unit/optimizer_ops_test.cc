@@ -5,6 +5,7 @@
 // the tolerance is 0 ulps: parameters and moments must be bit-identical at every step.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/optimizer_simd.h"
+#include "kernels/numerics/scaler_math.h"
 #include "tests/support/scaler_inputs.h"
 
 namespace ampc {
@@ -24,9 +27,11 @@ using testing::Int64s;
 using testing::LoadAmpcModel;
 
 constexpr int kSteps = 100;
-constexpr int64_t kRows = 3, kCols = 7000;  // 21000 elements: several threads' blocks
+constexpr int64_t kRows = 3,
+                  kCols =
+                      7001;  // 21003: several threads' blocks, and a tail the vector loops leave
 constexpr size_t kSize = kRows * kCols;
-constexpr char kShape[] = "[3,7000]";
+constexpr char kShape[] = "[3,7001]";
 
 Tensor Param(const std::vector<float>& v) { return Floats({kRows, kCols}, v); }
 
@@ -210,6 +215,48 @@ TEST(AdamParityTest, AdamL2WeightDecay) { RunAdam({.beta2 = 0.99f, .weight_decay
 TEST(AdamParityTest, AdamW) { RunAdam({.weight_decay = 0.01f, .decoupled = true}); }
 TEST(AdamParityTest, AdamWSmallBeta1) {  // lerp's other formula (weight 1 - beta1 >= 0.5)
   RunAdam({.beta1 = 0.3f, .epsilon = 1e-6f, .weight_decay = 0.1f, .decoupled = true});
+}
+
+// The vector loop (kernels/cpu/optimizer_simd.h) against the scalar formula on values the
+// parity runs do not reach: zeros, subnormals, huge moments, negative and large parameters.
+TEST(OptimizerOpsTest, VectorAdamHasTheScalarBits) {
+  std::vector<float> p, g, m, v;
+  uint32_t seed = 7;
+  auto next = [&seed] {
+    seed = seed * 1664525u + 1013904223u;
+    return seed;
+  };
+  const float specials[] = {0.0f, -0.0f, 1e-40f, -3e-39f, 1e-30f, 3e38f, -2.5f, 1e10f};
+  for (int i = 0; i < 1000; ++i) {
+    auto value = [&](bool non_negative) {
+      const uint32_t r = next();
+      float x =
+          (r & 7) < 3 ? specials[(r >> 3) & 7] : std::ldexp((r >> 8) / 16777216.0f, (r & 63) - 40);
+      return non_negative ? std::abs(x) : ((r >> 7) & 1 ? -x : x);
+    };
+    p.push_back(value(false));
+    g.push_back(value(false));
+    m.push_back(value(false));
+    v.push_back(value(true));
+  }
+  const scaler_math::AdamAttrs variants[] = {
+      {}, {.weight_decay = 0.01f}, {.weight_decay = 0.1f, .decoupled = true}, {.beta1 = 0.3f}};
+  for (const scaler_math::AdamAttrs& attrs : variants) {
+    const scaler_math::AdamScalars s = scaler_math::AdamScalarsFor(attrs, 0.003f, 5);
+    const int64_t n = static_cast<int64_t>(p.size());
+    std::vector<float> po(n), mo(n), vo(n);
+    const int64_t done = optimizer_simd::AdamBlock(s, p.data(), g.data(), m.data(), v.data(),
+                                                   po.data(), mo.data(), vo.data(), n);
+    if (__builtin_cpu_supports("avx")) {
+      EXPECT_EQ(done, n / 8 * 8);
+    }
+    for (int64_t k = 0; k < done; ++k) {
+      const scaler_math::AdamElementResult r = scaler_math::AdamElement(s, p[k], g[k], m[k], v[k]);
+      ASSERT_EQ(std::bit_cast<uint32_t>(po[k]), std::bit_cast<uint32_t>(r.p)) << k;
+      ASSERT_EQ(std::bit_cast<uint32_t>(mo[k]), std::bit_cast<uint32_t>(r.m)) << k;
+      ASSERT_EQ(std::bit_cast<uint32_t>(vo[k]), std::bit_cast<uint32_t>(r.v)) << k;
+    }
+  }
 }
 
 TEST(OptimizerOpsTest, SkipReturnsTheInputBuffers) {
