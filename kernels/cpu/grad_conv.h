@@ -74,9 +74,7 @@ absl::Status ConvGradTyped(KernelContext& context, const linalg::ConvGeometry& g
     dw = &dw_out.emplace(out->data<T>(), out->size());
     if (osize == 0 || batch == 0) std::fill(dw->data(), dw->data() + out->size(), A{0});
   }
-  // Col2Im scatters from the conv's output positions (its "input") into the image.
-  linalg::ConvGeometry back = g;
-  std::swap(back.input, back.output);
+  const linalg::ConvPatches patches(g);
   for (int64_t first = 0; first < batch && osize > 0 && (dx || dw); first += block) {
     const int64_t images = std::min(block, batch - first), columns = images * osize;
     for (int64_t group = 0; group < g.group; ++group) {
@@ -85,13 +83,11 @@ absl::Status ConvGradTyped(KernelContext& context, const linalg::ConvGeometry& g
         linalg::ParallelGemm<A>(pool, true, false, kdim, columns, mg, A{1},
                                 aw.data() + group * mg * kdim, kdim, dyb.data(), columns, A{0},
                                 col.data(), columns);
-        for (int64_t image = 0; image < images; ++image) {
-          linalg::Col2Im(col.data() + image * osize, back, cg,
-                         dx->data() + ((first + image) * c + group * cg) * isize, pool, columns);
-        }
+        patches.AddCol2Im(col.data(), cg, images, columns,
+                          dx->data() + (first * c + group * cg) * isize, c * isize, pool);
       }
       if (dw != nullptr) {
-        linalg::Im2Col(ax.data() + (first * c + group * cg) * isize, g, cg, images, c * isize,
+        patches.Im2Col(ax.data() + (first * c + group * cg) * isize, cg, images, c * isize,
                        col.data(), columns, pool);
         // The first block sets dw (beta 0), the others add to it.
         linalg::ParallelGemm<A>(pool, false, true, mg, kdim, columns, A{1}, dyb.data(), columns,

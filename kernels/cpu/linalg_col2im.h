@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/cpu/linalg_shapes.h"
 #include "kernels/cpu/reduce_common.h"
 #include "passes/graph/status_macros.h"
 
@@ -54,34 +55,9 @@ inline absl::StatusOr<Col2ImGeometry> ReadCol2ImGeometry(const KernelContext& co
   return g;
 }
 
-// The row-major multi-index of `index` over `dims`.
-inline void Unravel(int64_t index, const std::vector<int64_t>& dims, std::vector<int64_t>& out) {
-  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
-    out[d] = index % dims[d];
-    index /= dims[d];
-  }
-}
-
 // The image offset of every (tap, block position) pair, taps and positions row-major.
 inline std::vector<int64_t> Col2ImTargets(const Col2ImGeometry& g) {
-  const int n = static_cast<int>(g.image.size());
-  const int64_t taps = ElementCount(g.block), blocks = ElementCount(g.blocks);
-  std::vector<int64_t> target;
-  target.reserve(taps * blocks);
-  std::vector<int64_t> tap(n), block(n);
-  for (int64_t t = 0; t < taps; ++t) {
-    Unravel(t, g.block, tap);
-    for (int64_t b = 0; b < blocks; ++b) {
-      Unravel(b, g.blocks, block);
-      int64_t offset = 0;
-      for (int d = 0; d < n && offset >= 0; ++d) {
-        const int64_t i = block[d] * g.strides[d] - g.pads[d] + tap[d] * g.dilations[d];
-        offset = i >= 0 && i < g.image[d] ? offset * g.image[d] + i : -1;
-      }
-      target.push_back(offset);
-    }
-  }
-  return target;
+  return WindowTargets(g.block, g.blocks, g.strides, g.dilations, g.pads, g.image);
 }
 
 inline absl::StatusOr<Col2ImPlan> PlanCol2Im(const KernelContext& context) {

@@ -13,153 +13,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/cpu/conv_geometry.h"
+#include "kernels/cpu/conv_patches.h"
 #include "kernels/cpu/linalg_gemm.h"
 
 namespace ampc::linalg {
 
 // Python's floor(t / 2), for ConvTranspose's (possibly negative) total padding.
 inline int64_t FloorHalf(int64_t t) { return t >= 0 ? t / 2 : -((1 - t) / 2); }
-
-// One patch row of a 2-D Conv with stride 1 and output size = input size: the input plane shifted
-// by dh*W + dw (kernel offset minus padding), so one contiguous copy instead of one per output
-// row; then zeros where the shift wraps around a row edge (output columns outside [lo, hi)).
-// Rows that read outside the plane fall outside the copied range.
-template <typename A>
-void SameShift2D(const A* x, const ConvGeometry& g, const std::vector<int64_t>& kk, int64_t lo,
-                 int64_t hi, A* dst) {
-  const int64_t h = g.input[0], w = g.input[1], size = h * w;
-  const int64_t shift =
-      (kk[0] * g.dilations[0] - g.pad_begin[0]) * w + kk[1] * g.dilations[1] - g.pad_begin[1];
-  const int64_t first = std::clamp<int64_t>(-shift, 0, size);
-  const int64_t end = std::clamp<int64_t>(size - shift, first, size);
-  std::fill(dst, dst + first, A{0});
-  std::copy(x + first + shift, x + end + shift, dst + first);
-  std::fill(dst + end, dst + size, A{0});
-  for (int64_t j = 0; j < lo; ++j) {  // column by column: an edge is a column or two wide
-    for (int64_t row = 0; row < h; ++row) dst[row * w + j] = A{0};
-  }
-  for (int64_t j = hi; j < w; ++j) {
-    for (int64_t row = 0; row < h; ++row) dst[row * w + j] = A{0};
-  }
-}
-
-// Rows (channel, kernel offset) by columns (image, output position) of the input patches of
-// `images` images `image_stride` apart; zero where a patch reads padding. Row r of image i
-// starts at col + r * ld + i * osize.
-template <typename A>
-void Im2Col(const A* x, const ConvGeometry& g, int64_t channels, int64_t images,
-            int64_t image_stride, A* col, int64_t ld, ThreadPool& pool) {
-  const int n = g.rank;
-  const int64_t isize = ElementCount(g.input), ksize = ElementCount(g.kernel);
-  const int64_t osize = ElementCount(g.output), last = g.output[n - 1];
-  const int64_t rows = channels * ksize;
-  if (osize == 0) return;
-  const bool same_2d = n == 2 && g.input == g.output && g.strides[0] == 1 && g.strides[1] == 1;
-  pool.ParallelFor(
-      images * rows, std::max<int64_t>(1, 16384 / osize), [&](int64_t begin, int64_t end) {
-        std::vector<int64_t> kk(n), o(n);
-        for (int64_t t = begin; t < end; ++t) {
-          const int64_t image = t / rows, r = t % rows;
-          const A* xc = x + image * image_stride + (r / ksize) * isize;
-          for (int64_t d = n - 1, rest = r % ksize; d >= 0; --d) {
-            kk[d] = rest % g.kernel[d];
-            rest /= g.kernel[d];
-          }
-          const int64_t stride = g.strides[n - 1], in_last = g.input[n - 1];
-          const int64_t shift = kk[n - 1] * g.dilations[n - 1] - g.pad_begin[n - 1];
-          // Output columns [lo, hi) read inside the input row: j * stride + shift in [0, in_last).
-          const int64_t lo = std::min(last, shift >= 0 ? 0 : (stride - 1 - shift) / stride);
-          const int64_t hi = std::max(
-              lo, std::min(last, shift >= in_last ? 0 : (in_last - shift + stride - 1) / stride));
-          A* dst = col + r * ld + image * osize;
-          if (same_2d) {
-            SameShift2D(xc, g, kk, lo, hi, dst);
-            continue;
-          }
-          std::fill(o.begin(), o.end(), 0);
-          for (int64_t row = 0; row < osize / last; ++row, dst += last) {
-            int64_t base = 0;
-            bool inside = true;
-            for (int d = 0; d < n - 1 && inside; ++d) {
-              const int64_t i = o[d] * g.strides[d] + kk[d] * g.dilations[d] - g.pad_begin[d];
-              inside = i >= 0 && i < g.input[d];
-              base = base * g.input[d] + i;
-            }
-            if (!inside) {
-              std::fill(dst, dst + last, A{0});
-            } else {
-              const A* xr = xc + base * in_last;
-              std::fill(dst, dst + lo, A{0});
-              if (stride == 1) {
-                std::copy(xr + lo + shift, xr + hi + shift, dst + lo);
-              } else {
-                for (int64_t j = lo; j < hi; ++j) dst[j] = xr[j * stride + shift];
-              }
-              std::fill(dst + hi, dst + last, A{0});
-            }
-            for (int d = n - 2; d >= 0; --d) {
-              if (++o[d] < g.output[d]) break;
-              o[d] = 0;
-            }
-          }
-        }
-      });
-}
-
-// One image: col is [channels * kernel, output positions].
-template <typename A>
-void Im2Col(const A* x, const ConvGeometry& g, int64_t channels, A* col, ThreadPool& pool) {
-  Im2Col(x, g, channels, 1, 0, col, ElementCount(g.output), pool);
-}
-
-// The reverse: adds each column entry (channel, kernel offset; input position) into the output
-// position it maps to, skipping positions cut off by the padding. `y` is [channels, output...];
-// row r of col starts at col + r * ld (ld 0: the input positions, rows back to back).
-template <typename A>
-void Col2Im(const A* col, const ConvGeometry& g, int64_t channels, A* y, ThreadPool& pool,
-            int64_t ld = 0) {
-  const int n = g.rank;
-  const int64_t isize = ElementCount(g.input), ksize = ElementCount(g.kernel);
-  const int64_t osize = ElementCount(g.output), last = g.input[n - 1];
-  if (isize == 0) return;
-  if (ld == 0) ld = isize;
-  pool.ParallelFor(channels, 1, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> kk(n), i(n);
-    for (int64_t m = begin; m < end; ++m) {
-      A* ym = y + m * osize;
-      for (int64_t kr = 0; kr < ksize; ++kr) {
-        for (int64_t d = n - 1, rest = kr; d >= 0; --d) {
-          kk[d] = rest % g.kernel[d];
-          rest /= g.kernel[d];
-        }
-        const int64_t stride = g.strides[n - 1], out_last = g.output[n - 1];
-        const int64_t shift = kk[n - 1] * g.dilations[n - 1] - g.pad_begin[n - 1];
-        const A* src = col + (m * ksize + kr) * ld;
-        std::fill(i.begin(), i.end(), 0);
-        for (int64_t row = 0; row < isize / last; ++row, src += last) {
-          int64_t base = 0;
-          bool inside = true;
-          for (int d = 0; d < n - 1 && inside; ++d) {
-            const int64_t o = i[d] * g.strides[d] + kk[d] * g.dilations[d] - g.pad_begin[d];
-            inside = o >= 0 && o < g.output[d];
-            base = base * g.output[d] + o;
-          }
-          if (inside) {
-            A* yr = ym + base * out_last;
-            for (int64_t j = 0; j < last; ++j) {
-              const int64_t o = j * stride + shift;
-              if (o >= 0 && o < out_last) yr[o] += src[j];
-            }
-          }
-          for (int d = n - 2; d >= 0; --d) {
-            if (++i[d] < g.input[d]) break;
-            i[d] = 0;
-          }
-        }
-      }
-    }
-  });
-}
 
 // Adds bias[c] to the `size` values of each of `channels` rows.
 template <typename A>
@@ -262,14 +122,14 @@ inline int64_t ImagesPerBlock(int64_t batch, int64_t kdim, int64_t osize) {
 // [C*kernel, images*output] and one GEMM; with one image the GEMM writes Y directly, else its
 // [M, images*output] product is copied out per image. Bias added either way.
 template <typename T>
-void ConvImageBlock(const ConvGeometry& g, ConvOperands<T>& op,
+void ConvImageBlock(const ConvGeometry& g, const ConvPatches& patches, ConvOperands<T>& op,
                     const ConvEpilogue<Acc<T>>& epilogue, int64_t c, int64_t m, int64_t first,
                     int64_t images, Scratch<Acc<T>>& scratch, ThreadPool& pool) {
   using A = Acc<T>;
   const int64_t isize = ElementCount(g.input), osize = ElementCount(g.output);
   const int64_t kdim = c * ElementCount(g.kernel), columns = images * osize;
   A* col = scratch.Get(kdim * columns + (images > 1 ? m * columns : 0));
-  Im2Col(op.x.data() + first * c * isize, g, c, images, c * isize, col, columns, pool);
+  patches.Im2Col(op.x.data() + first * c * isize, c, images, c * isize, col, columns, pool);
   A* y = op.y.data() + first * m * osize;
   if (images == 1) {
     ParallelGemm<A>(pool, false, false, m, osize, kdim, A{1}, op.w.data(), kdim, col, osize, A{0},
@@ -302,6 +162,7 @@ absl::Status ConvTyped(KernelContext& context, const ConvGeometry& g, bool relu)
   ThreadPool& pool = CpuOf(context.backend()).pool();
   ConvOperands<T> op(context, *y, pool);
   const ConvEpilogue<A> epilogue{op.has_bias ? op.bias.data() : nullptr, relu};
+  const ConvPatches patches(g);
   // A 1x1 kernel over an unpadded, unstrided input reads the input as it is.
   const bool direct =
       ksize == 1 && g.input == g.output &&
@@ -311,8 +172,8 @@ absl::Status ConvTyped(KernelContext& context, const ConvGeometry& g, bool relu)
     if (FitsBlas({block * osize})) {
       RunConvTasks<A>(pool, (batch + block - 1) / block, [&](int64_t t, Scratch<A>& scratch) {
         const int64_t first = t * block;
-        ConvImageBlock<T>(g, op, epilogue, c, m, first, std::min(block, batch - first), scratch,
-                          pool);
+        ConvImageBlock<T>(g, patches, op, epilogue, c, m, first, std::min(block, batch - first),
+                          scratch, pool);
       });
       op.y.Finish(pool);
       return absl::OkStatus();
@@ -323,7 +184,7 @@ absl::Status ConvTyped(KernelContext& context, const ConvGeometry& g, bool relu)
     const A* src = op.x.data() + (image * c + group * cg) * isize;
     if (!direct) {
       A* col = scratch.Get(kdim * osize);
-      Im2Col(src, g, cg, col, pool);
+      patches.Im2Col(src, cg, 1, 0, col, osize, pool);
       src = col;
     }
     A* yg = op.y.data() + (image * m + group * mg) * osize;

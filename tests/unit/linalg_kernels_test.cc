@@ -483,6 +483,17 @@ TEST(ConvTest, SeveralImagesGoThroughOneGemm) {
              "float16");
 }
 
+TEST(ConvTest, OutputPlanesOverTheTableLimitCopyByRows) {
+  // More than PatchTable::kMaxPositions (256) output positions: Im2Col's per-row copies (the
+  // same-size shift, and the general strided, dilated path), one group and two.
+  ExpectConv("Conv", "pads = [1, 1, 1, 1]",
+             ConvCase{{2, 3, 17, 17}, {4, 3, 3, 3}, {17, 17}, {1, 1}, {1, 1}, {1, 1}});
+  ExpectConv("Conv", "strides = [2, 1], dilations = [1, 2], pads = [1, 1, 1, 1]",
+             ConvCase{{2, 2, 40, 21}, {3, 2, 3, 3}, {20, 19}, {2, 1}, {1, 2}, {1, 1}});
+  ExpectConv("Conv", "group = 2, pads = [1, 1, 1, 1]",
+             ConvCase{{1, 4, 17, 17}, {4, 2, 3, 3}, {17, 17}, {1, 1}, {1, 1}, {1, 1}, 2});
+}
+
 TEST(ConvTest, ImageBlocksAndSplitGemmsMatchReference) {
   // 5 images of 5x5 outputs: blocks of 3 and 2 images share a column matrix (the product is
   // copied out per image); with and without bias.
