@@ -41,6 +41,28 @@ __attribute__((target("avx"))) int64_t AdamAvx(const scaler_math::AdamScalars& s
   return k;
 }
 
+__attribute__((target("avx"))) int64_t UnscaleSquaresAvx(const float* w, int64_t n, float inv,
+                                                         float* u, double* lanes, bool* nonfinite) {
+  const __m256 scale = _mm256_set1_ps(inv), zero = _mm256_setzero_ps();
+  __m256d low = _mm256_setzero_pd(), high = _mm256_setzero_pd();
+  __m256 bad = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    const __m256 wk = _mm256_loadu_ps(w + k);
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_sub_ps(wk, wk), zero, _CMP_NEQ_UQ));
+    const __m256 uk = _mm256_mul_ps(wk, scale);
+    _mm256_storeu_ps(u + k, uk);
+    const __m256d u0 = _mm256_cvtps_pd(_mm256_castps256_ps128(uk));
+    const __m256d u1 = _mm256_cvtps_pd(_mm256_extractf128_ps(uk, 1));
+    low = _mm256_add_pd(low, _mm256_mul_pd(u0, u0));
+    high = _mm256_add_pd(high, _mm256_mul_pd(u1, u1));
+  }
+  _mm256_storeu_pd(lanes, low);
+  _mm256_storeu_pd(lanes + 4, high);
+  if (_mm256_movemask_ps(bad) != 0) *nonfinite = true;
+  return k;
+}
+
 bool HasAvx() {
   static const bool has = __builtin_cpu_supports("avx");
   return has;
@@ -48,6 +70,23 @@ bool HasAvx() {
 #endif
 
 }  // namespace
+
+double UnscaleSquares(const float* w, int64_t n, float inv, float* u, bool* nonfinite) {
+  double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t k = 0;
+#ifdef AMPC_OPTIMIZER_AVX
+  if (HasAvx()) k = UnscaleSquaresAvx(w, n, inv, u, lanes, nonfinite);
+#endif
+  bool bad = false;
+  for (; k < n; ++k) {
+    bad |= scaler_math::NonFinite(w[k]);
+    u[k] = scaler_math::Unscale(w[k], inv);
+    lanes[k % 8] += scaler_math::Square(u[k]);
+  }
+  if (bad) *nonfinite = true;
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
 
 int64_t AdamBlock(const scaler_math::AdamScalars& s, const float* p, const float* g, const float* m,
                   const float* v, float* p_out, float* m_out, float* v_out, int64_t n) {

@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/elementwise_convert.h"
 #include "kernels/cpu/optimizer_simd.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/cpu/scaler_ops.h"
@@ -47,9 +49,12 @@ bool AnyNonFinite(KernelContext& context, const Tensor& t) {
   Dispatch<AMPC_FLOAT_TYPES>(t.dtype(), [&]<typename T>() {
     const T* x = t.data<T>();
     ParallelFor(context, t.size(), 1, [&](int64_t begin, int64_t end) {
-      bool any = false;
-      for (int64_t i = begin; i < end && !any; ++i) any = math::NonFinite(x[i]);
-      if (any) found.store(true, std::memory_order_relaxed);
+      // Sub-blocks without an early exit inside, so that the test vectorises.
+      for (int64_t i = begin; i < end && !found.load(std::memory_order_relaxed); i += 4096) {
+        int any = 0;
+        for (int64_t k = i; k < std::min(end, i + 4096); ++k) any |= math::NonFinite(x[k]);
+        if (any != 0) found.store(true, std::memory_order_relaxed);
+      }
     });
   });
   return found.load();
@@ -97,32 +102,57 @@ absl::Status UpdateScale(KernelContext& context) {
 
 // ---- UnscaleClip ----
 
+// u = float(g) * inv over block [begin, end) of g; returns the sum of u^2 in double, and sets
+// *nonfinite when g holds an inf or NaN. FP32, FP16 and BF16 (widened into u first: the widened
+// value is non-finite exactly when the stored one is) sum over optimizer_simd's 8 lanes; FP64 in
+// order (its values may overflow the float they are unscaled to).
+template <typename T>
+double UnscaleBlock(const T* x, int64_t begin, int64_t end, float inv, float* u, bool* nonfinite) {
+  if constexpr (std::is_same_v<T, double>) {
+    double sum = 0.0;
+    for (int64_t k = begin; k < end; ++k) {
+      if (math::NonFinite(x[k])) *nonfinite = true;
+      u[k] = math::Unscale(static_cast<float>(x[k]), inv);
+      sum += math::Square(u[k]);
+    }
+    return sum;
+  } else {
+    const float* w = reinterpret_cast<const float*>(x + begin);
+    if constexpr (!std::is_same_v<T, float>) {
+      WidenToAcc(x + begin, end - begin, u + begin);
+      w = u + begin;
+    }
+    return optimizer_simd::UnscaleSquares(w, end - begin, inv, u + begin, nonfinite);
+  }
+}
+
 // u = float(g) * inv; returns the sum of u^2 in double, summed per fixed block and then over
-// blocks in order, so the result does not depend on the thread count.
-double Unscale(KernelContext& context, const Tensor& g, float inv, float* u) {
+// blocks in order, so the result does not depend on the thread count. *nonfinite: as above.
+double Unscale(KernelContext& context, const Tensor& g, float inv, float* u, bool* nonfinite) {
   const int64_t n = g.size();
   const int64_t blocks = (n + kElementwiseGrain - 1) / kElementwiseGrain;
   std::vector<double> partial(static_cast<size_t>(blocks), 0.0);
+  std::atomic<bool> found{false};
   Dispatch<AMPC_FLOAT_TYPES>(g.dtype(), [&]<typename T>() {
     const T* x = g.data<T>();
     ParallelFor(context, blocks, kElementwiseGrain, [&](int64_t b0, int64_t b1) {
+      bool bad = false;
       for (int64_t b = b0; b < b1; ++b) {
-        double sum = 0.0;
         const int64_t end = std::min(n, (b + 1) * kElementwiseGrain);
-        for (int64_t k = b * kElementwiseGrain; k < end; ++k) {
-          u[k] = math::Unscale(static_cast<float>(Compute<T>::Load(x[k])), inv);
-          sum += math::Square(u[k]);
-        }
-        partial[static_cast<size_t>(b)] = sum;
+        partial[static_cast<size_t>(b)] = UnscaleBlock(x, b * kElementwiseGrain, end, inv, u, &bad);
       }
+      if (bad) found.store(true, std::memory_order_relaxed);
     });
   });
+  if (found.load()) *nonfinite = true;
   double total = 0.0;
   for (double p : partial) total += p;
   return total;
 }
 
-absl::Status UnscaleClip(KernelContext& context) {
+// UnscaleClip on inputs 1.. (scale 0) into outputs `first` on, the norm after them; *nonfinite
+// becomes true when a gradient holds an inf or NaN.
+absl::Status UnscaleClipInto(KernelContext& context, int first, bool* nonfinite) {
   AMPC_ASSIGN_OR_RETURN(float scale, Scalar<float>(context, 0));
   const float inv = math::InverseScale(scale);
   const int n = context.num_inputs() - 1;
@@ -130,8 +160,8 @@ absl::Status UnscaleClip(KernelContext& context) {
   double sum_sq = 0.0;
   for (int i = 0; i < n; ++i) {
     const Tensor& g = context.in(i + 1);
-    AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(i, g.shape(), DType::kFloat));
-    sum_sq += Unscale(context, g, inv, out->data<float>());
+    AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(first + i, g.shape(), DType::kFloat));
+    sum_sq += Unscale(context, g, inv, out->data<float>(), nonfinite);
     outputs.push_back(out);
   }
   const float norm = math::NormOf(sum_sq);
@@ -145,7 +175,20 @@ absl::Status UnscaleClip(KernelContext& context) {
       });
     }
   }
-  return NewScalar(context, n, DType::kFloat, norm);
+  return NewScalar(context, first + n, DType::kFloat, norm);
+}
+
+absl::Status UnscaleClip(KernelContext& context) {
+  bool nonfinite = false;
+  return UnscaleClipInto(context, 0, &nonfinite);
+}
+
+// The runtime's CheckUnscaleClip (optimizer_fusion.h): CheckFinite's flag found in UnscaleClip's
+// pass over the gradients, the two kernels' bits.
+absl::Status CheckUnscaleClip(KernelContext& context) {
+  bool found = false;
+  AMPC_RETURN_IF_ERROR(UnscaleClipInto(context, 1, &found));
+  return NewScalar(context, 0, DType::kBool, found);
 }
 
 // ---- Optimizers: FP32 parameters, gradients and moments ----
@@ -179,11 +222,6 @@ absl::Status SgdTensor(KernelContext& context, const math::SgdScalars& s, bool s
     }
   });
   return absl::OkStatus();
-}
-
-// The runtime's CheckUnscaleClip (optimizer_fusion.h): the two kernels, the same bits.
-absl::Status CheckUnscaleClip(KernelContext& context) {
-  return scaler_ops::CheckThenUnscaleClip(context, CheckFinite, UnscaleClip);
 }
 
 // SGD (ai.ampc) with one parameter, and the runtime's MultiSGD (optimizer_fusion.h) with any

@@ -165,21 +165,6 @@ absl::Status CheckLearningRate(const KernelInfo& info) {
 
 }  // namespace
 
-absl::Status CheckThenUnscaleClip(KernelContext& context, KernelFunction check_finite,
-                                  KernelFunction unscale_clip) {
-  const int n = context.num_inputs() - 1;
-  std::vector<Tensor*> inputs;
-  for (int i = 0; i <= n; ++i) inputs.push_back(const_cast<Tensor*>(context.input(i)));
-  std::vector<Tensor> found(1), unscaled(n + 1);
-  KernelContext check(context.info(), std::span(inputs).subspan(1), {}, found);
-  AMPC_RETURN_IF_ERROR(check_finite(check));
-  KernelContext unscale(context.info(), inputs, {}, unscaled);
-  AMPC_RETURN_IF_ERROR(unscale_clip(unscale));
-  context.SetOutput(0, std::move(found[0]));
-  for (int i = 0; i <= n; ++i) context.SetOutput(i + 1, std::move(unscaled[i]));
-  return absl::OkStatus();
-}
-
 void Register(KernelRegistry& registry, const char* backend, const ScalerKernels& kernels) {
   registry.Register(Def(backend, "CheckFinite", CheckCheckFinite, kernels.check_finite));
   registry.Register(Def(backend, "UpdateScale", CheckUpdateScale, kernels.update_scale));

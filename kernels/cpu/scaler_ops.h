@@ -29,11 +29,6 @@ struct ScalerKernels {
 // checked once, when a session is created.
 void Register(KernelRegistry& registry, const char* backend, const ScalerKernels& kernels);
 
-// CheckUnscaleClip as `check_finite` on the gradients, then `unscale_clip` on (scale, gradients):
-// the same bits as the two nodes.
-absl::Status CheckThenUnscaleClip(KernelContext& context, KernelFunction check_finite,
-                                  KernelFunction unscale_clip);
-
 // LearningRate's inputs hold kRateWords doubles and one step (kernels/numerics/lr_schedule.h).
 absl::Status ExpectRateAndStep(const KernelContext& context);
 

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "runtime/core/cpu_backend.h"
 #include "runtime/core/graph_executor.h"
 #include "tests/support/model_text.h"
+#include "tests/support/scaler_inputs.h"
 #include "tests/support/tensors.h"
 
 namespace ampc {
@@ -241,6 +243,31 @@ TEST(OptimizerFusionTest, OnePassGivesTheSameBits) {
         ASSERT_EQ(got[i].bytes(), want[i].bytes());
         EXPECT_EQ(std::memcmp(got[i].raw(), want[i].raw(), want[i].bytes()), 0) << "output " << i;
       }
+    }
+  }
+}
+
+// The one pass finds an inf or NaN wherever it lies (in the vector loops or their tails) in
+// FP32, FP16 and BF16 gradients, as CheckFinite does; finite gradients are not flagged.
+TEST(OptimizerFusionTest, OnePassFindsNonFiniteValuesAnywhere) {
+  RegisterAmpcSchemas();
+  CpuBackend cpu(1);
+  for (const char* type : {"float", "float16", "bfloat16"}) {
+    const onnx::ModelProto model = testing::ParseModelText(absl::StrCat(
+        R"(<ir_version: 8, opset_import: ["" : 17, "ai.ampc" : 1, "ai.ampc.runtime" : 1]>
+g (float s, )",
+        type, R"([19] a) => (bool found, float[19] ua, float n) {
+  found, ua, n = ai.ampc.runtime.CheckUnscaleClip (s, a)
+})"));
+    const DType dtype = std::string(type) == "float"     ? DType::kFloat
+                        : std::string(type) == "float16" ? DType::kFloat16
+                                                         : DType::kBFloat16;
+    for (int at = -1; at < 19; ++at) {
+      Tensor a = testing::Gradient(dtype, 19, 3);
+      if (at >= 0) testing::SetElement(a, at, at % 2 == 0 ? testing::kInf : NAN);
+      const std::vector<Tensor> out = RunOnCpu(cpu, model.graph(), {testing::Floats({}, {8}), a});
+      ASSERT_EQ(out.size(), 3u);
+      EXPECT_EQ(out[0].data<bool>()[0], at >= 0) << type << " at " << at;
     }
   }
 }

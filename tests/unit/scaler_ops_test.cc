@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/cpu/optimizer_simd.h"
 #include "tests/support/scaler_inputs.h"
 
 namespace ampc {
@@ -131,6 +132,52 @@ TEST(UpdateScaleTest, LossBadAndStaticScaleLeaveStateUnchanged) {
   c.dynamic = false;
   ExpectState(UpdateOnce(c, {1024.0f, 2, 1}, true, false), {1024.0f, 2, 1});
   ExpectState(UpdateOnce(c, {1.0f, 2, 1}, false, false), {1.0f, 2, 1});
+}
+
+// ---- UnscaleClip's pass (kernels/cpu/optimizer_simd.h) ----
+
+// The unscaled values keep their bits; the sum of squares is within FP64 rounding of the exact
+// sum (long double here), and is the 8-lane sum the comment promises.
+TEST(UnscaleSquaresTest, ValuesExactAndSumOverEightLanes) {
+  for (int64_t n : {0, 5, 8, 37, 1000}) {
+    std::vector<float> w(n), u(n);
+    uint32_t seed = 99;
+    for (float& x : w) {
+      seed = seed * 1664525u + 1013904223u;
+      x = std::ldexp(static_cast<float>(seed >> 8) / 16777216.0f - 0.5f, (seed & 31) - 16);
+    }
+    const float inv = 1.0f / 1024.0f * 3.0f;
+    bool bad = false;
+    const double sum = optimizer_simd::UnscaleSquares(w.data(), n, inv, u.data(), &bad);
+    EXPECT_FALSE(bad);
+    double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    long double exact = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      ASSERT_EQ(u[k], w[k] * inv) << k;
+      lanes[k % 8] += static_cast<double>(u[k]) * u[k];
+      exact += static_cast<long double>(u[k]) * u[k];
+    }
+    const double want = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+                        ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    EXPECT_EQ(sum, want) << n;
+    EXPECT_NEAR(sum, static_cast<double>(exact), 1e-15 * static_cast<double>(exact)) << n;
+  }
+}
+
+TEST(UnscaleSquaresTest, FindsInfAndNanAnywhere) {
+  for (float special : {kInf, -kInf, NAN}) {
+    for (int64_t at = 0; at < 37; ++at) {
+      std::vector<float> w(37, 1.0f), u(37);
+      w[at] = special;
+      bool bad = false;
+      optimizer_simd::UnscaleSquares(w.data(), 37, 0.5f, u.data(), &bad);
+      EXPECT_TRUE(bad) << special << " at " << at;
+    }
+  }
+  std::vector<float> w = {3e38f, 3e38f, 3e38f, 3e38f, 3e38f, 3e38f, 3e38f, 3e38f, 3e38f}, u(9);
+  bool bad = false;  // finite values whose unscaled copies overflow are not non-finite gradients
+  optimizer_simd::UnscaleSquares(w.data(), 9, 4.0f, u.data(), &bad);
+  EXPECT_FALSE(bad);
 }
 
 // ---- the trajectory ----
