@@ -21,11 +21,87 @@ inline int64_t GradImagesPerBlock(int64_t batch, int64_t kdim, int64_t osize) {
   return std::clamp<int64_t>(fits, 1, std::max<int64_t>(1, batch));
 }
 
+// ConvGrad's sizes and operands in the accumulation type; dx and dw nullptr when not wanted.
+template <typename T>
+struct ConvGradWork {
+  using A = linalg::Acc<T>;
+  int64_t batch, c, m, cg, mg, isize, osize, kdim, block;
+  const A *dy, *x, *w;
+  A *dx, *dw;
+  const linalg::ConvPatches& patches;
+  ThreadPool& pool;
+
+  // dyb [mg, images * osize]: dy of `images` images from `first`, group `group`, side by side.
+  void GatherDy(int64_t first, int64_t images, int64_t group, A* dyb) const {
+    const int64_t columns = images * osize;
+    pool.ParallelFor(mg * images, std::max<int64_t>(1, 16384 / osize), [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t k = t / images, image = t % images;
+        const A* src = dy + ((first + image) * m + group * mg + k) * osize;
+        std::copy(src, src + osize, dyb + k * columns + image * osize);
+      }
+    });
+  }
+
+  // One group, block by block in order: dx = col2im(W^T dy), dw += dy im2col(x)^T.
+  void Group(int64_t group, A* col, A* dyb) const {
+    for (int64_t first = 0; first < batch; first += block) {
+      const int64_t images = std::min(block, batch - first), columns = images * osize;
+      GatherDy(first, images, group, dyb);
+      if (dx != nullptr) {
+        linalg::ParallelGemm<A>(pool, true, false, kdim, columns, mg, A{1}, w + group * mg * kdim,
+                                kdim, dyb, columns, A{0}, col, columns);
+        patches.AddCol2Im(col, cg, images, columns, dx + (first * c + group * cg) * isize,
+                          c * isize, pool);
+      }
+      if (dw != nullptr) {
+        patches.Im2Col(x + (first * c + group * cg) * isize, cg, images, c * isize, col, columns,
+                       pool);
+        // The first block sets dw (beta 0), the others add to it.
+        linalg::ParallelGemm<A>(pool, false, true, mg, kdim, columns, A{1}, dyb, columns, col,
+                                columns, first == 0 ? A{0} : A{1}, dw + group * mg * kdim, kdim);
+      }
+    }
+  }
+
+  // Every group: one task each, run at once on the pool's threads (a single group's work is
+  // split over them instead), each with its own scratch.
+  void AllGroups(int64_t groups) const {
+    pool.ParallelFor(groups, 1, [&](int64_t begin, int64_t end) {
+      linalg::Scratch<A> col, dyb;
+      A* pc = col.Get(kdim * block * osize);
+      A* pd = dyb.Get(mg * block * osize);
+      for (int64_t group = begin; group < end; ++group) Group(group, pc, pd);
+    });
+  }
+};
+
+// db = the sum of dy [batch, m, osize] over images and positions, one channel per task.
+template <typename T>
+absl::Status StoreBiasGrad(KernelContext& context, const linalg::Acc<T>* dy, int64_t batch,
+                           int64_t m, int64_t osize, ThreadPool& pool) {
+  using A = linalg::Acc<T>;
+  std::vector<A> db(static_cast<size_t>(m), A{0});
+  pool.ParallelFor(m, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, batch * osize)),
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t k = begin; k < end; ++k) {
+                       A sum{0};
+                       for (int64_t image = 0; image < batch; ++image) {
+                         const A* row = dy + (image * m + k) * osize;
+                         for (int64_t p = 0; p < osize; ++p) sum += row[p];
+                       }
+                       db[k] = sum;
+                     }
+                   });
+  return Store<T>(context, 2, {m}, db);
+}
+
 // Per group and block of images, with the block's images side by side in one GEMM (so that
 // layers with few output positions still make GEMMs the BLAS kernels run at speed):
 // dx = col2im(W^T dy), dw += dy im2col(x)^T (blocks in order), db = the sum of dy over images
 // and positions, one channel per task. Each output value is computed by one thread in a fixed
-// order, so the result is the same at any thread count.
+// order (a group's values by the one task of that group), so the result is the same at any
+// thread count.
 template <typename T>
 absl::Status ConvGradTyped(KernelContext& context, const linalg::ConvGeometry& g) {
   using A = linalg::Acc<T>;
@@ -45,22 +121,6 @@ absl::Status ConvGradTyped(KernelContext& context, const linalg::ConvGeometry& g
   // W only for dx, X only for dw (widened copies of FP16/BF16 otherwise made for nothing).
   linalg::AccInput<T> ady(dy.data<T>(), dy.size(), pool),
       ax(x.data<T>(), want_dw ? x.size() : 0, pool), aw(w.data<T>(), want_dx ? w.size() : 0, pool);
-  linalg::Scratch<A> col, dyb;
-  if ((want_dx || want_dw) && osize > 0) {
-    col.Get(kdim * block * osize);
-    dyb.Get(mg * block * osize);
-  }
-  // dyb [mg, images * osize]: dy of `images` images from `first`, group `group`, side by side.
-  auto gather_dy = [&](int64_t first, int64_t images, int64_t group) {
-    const int64_t columns = images * osize;
-    pool.ParallelFor(mg * images, std::max<int64_t>(1, 16384 / osize), [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) {
-        const int64_t k = t / images, image = t % images;
-        const A* src = ady.data() + ((first + image) * m + group * mg + k) * osize;
-        std::copy(src, src + osize, dyb.data() + k * columns + image * osize);
-      }
-    });
-  };
   linalg::AccOutput<T>* dx = nullptr;
   linalg::AccOutput<T>* dw = nullptr;
   std::optional<linalg::AccOutput<T>> dx_out, dw_out;
@@ -75,44 +135,26 @@ absl::Status ConvGradTyped(KernelContext& context, const linalg::ConvGeometry& g
     if (osize == 0 || batch == 0) std::fill(dw->data(), dw->data() + out->size(), A{0});
   }
   const linalg::ConvPatches patches(g);
-  for (int64_t first = 0; first < batch && osize > 0 && (dx || dw); first += block) {
-    const int64_t images = std::min(block, batch - first), columns = images * osize;
-    for (int64_t group = 0; group < g.group; ++group) {
-      gather_dy(first, images, group);
-      if (dx != nullptr) {
-        linalg::ParallelGemm<A>(pool, true, false, kdim, columns, mg, A{1},
-                                aw.data() + group * mg * kdim, kdim, dyb.data(), columns, A{0},
-                                col.data(), columns);
-        patches.AddCol2Im(col.data(), cg, images, columns,
-                          dx->data() + (first * c + group * cg) * isize, c * isize, pool);
-      }
-      if (dw != nullptr) {
-        patches.Im2Col(ax.data() + (first * c + group * cg) * isize, cg, images, c * isize,
-                       col.data(), columns, pool);
-        // The first block sets dw (beta 0), the others add to it.
-        linalg::ParallelGemm<A>(pool, false, true, mg, kdim, columns, A{1}, dyb.data(), columns,
-                                col.data(), columns, first == 0 ? A{0} : A{1},
-                                dw->data() + group * mg * kdim, kdim);
-      }
-    }
-  }
+  const ConvGradWork<T> work{.batch = batch,
+                             .c = c,
+                             .m = m,
+                             .cg = cg,
+                             .mg = mg,
+                             .isize = isize,
+                             .osize = osize,
+                             .kdim = kdim,
+                             .block = block,
+                             .dy = ady.data(),
+                             .x = ax.data(),
+                             .w = aw.data(),
+                             .dx = dx ? dx->data() : nullptr,
+                             .dw = dw ? dw->data() : nullptr,
+                             .patches = patches,
+                             .pool = pool};
+  if (batch > 0 && osize > 0 && (dx || dw)) work.AllGroups(g.group);
   if (dx != nullptr) dx->Finish(pool);
   if (dw != nullptr) dw->Finish(pool);
-  if (Wants(context, 2)) {
-    std::vector<A> db(static_cast<size_t>(m), A{0});
-    pool.ParallelFor(m, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, batch * osize)),
-                     [&](int64_t begin, int64_t end) {
-                       for (int64_t k = begin; k < end; ++k) {
-                         A sum{0};
-                         for (int64_t image = 0; image < batch; ++image) {
-                           const A* row = ady.data() + (image * m + k) * osize;
-                           for (int64_t p = 0; p < osize; ++p) sum += row[p];
-                         }
-                         db[k] = sum;
-                       }
-                     });
-    AMPC_RETURN_IF_ERROR(Store<T>(context, 2, {m}, db));
-  }
+  if (Wants(context, 2)) return StoreBiasGrad<T>(context, ady.data(), batch, m, osize, pool);
   return absl::OkStatus();
 }
 

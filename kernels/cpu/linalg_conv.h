@@ -118,32 +118,35 @@ inline int64_t ImagesPerBlock(int64_t batch, int64_t kdim, int64_t osize) {
   return std::max<int64_t>(1, std::min({wanted, fits, batch}));
 }
 
-// Conv with one group over a block of images: their patches side by side in one column matrix
-// [C*kernel, images*output] and one GEMM; with one image the GEMM writes Y directly, else its
-// [M, images*output] product is copied out per image. Bias added either way.
+// Conv of one group over a block of images: their patches side by side in one column matrix
+// [C/group*kernel, images*output] and one GEMM; with one image the GEMM writes Y directly, else
+// its [M/group, images*output] product is copied out per image. Epilogue applied either way.
 template <typename T>
 void ConvImageBlock(const ConvGeometry& g, const ConvPatches& patches, ConvOperands<T>& op,
-                    const ConvEpilogue<Acc<T>>& epilogue, int64_t c, int64_t m, int64_t first,
-                    int64_t images, Scratch<Acc<T>>& scratch, ThreadPool& pool) {
+                    const ConvEpilogue<Acc<T>>& epilogue, int64_t c, int64_t m, int64_t group,
+                    int64_t first, int64_t images, Scratch<Acc<T>>& scratch, ThreadPool& pool) {
   using A = Acc<T>;
   const int64_t isize = ElementCount(g.input), osize = ElementCount(g.output);
-  const int64_t kdim = c * ElementCount(g.kernel), columns = images * osize;
-  A* col = scratch.Get(kdim * columns + (images > 1 ? m * columns : 0));
-  patches.Im2Col(op.x.data() + first * c * isize, c, images, c * isize, col, columns, pool);
-  A* y = op.y.data() + first * m * osize;
+  const int64_t cg = c / g.group, mg = m / g.group;
+  const int64_t kdim = cg * ElementCount(g.kernel), columns = images * osize;
+  A* col = scratch.Get(kdim * columns + (images > 1 ? mg * columns : 0));
+  patches.Im2Col(op.x.data() + (first * c + group * cg) * isize, cg, images, c * isize, col,
+                 columns, pool);
+  const A* wg = op.w.data() + group * mg * kdim;
+  A* y = op.y.data() + (first * m + group * mg) * osize;
   if (images == 1) {
-    ParallelGemm<A>(pool, false, false, m, osize, kdim, A{1}, op.w.data(), kdim, col, osize, A{0},
-                    y, osize);
-    epilogue.Apply(0, m, osize, y);
+    ParallelGemm<A>(pool, false, false, mg, osize, kdim, A{1}, wg, kdim, col, osize, A{0}, y,
+                    osize);
+    epilogue.Apply(group * mg, mg, osize, y);
     return;
   }
   A* product = col + kdim * columns;
-  ParallelGemm<A>(pool, false, false, m, columns, kdim, A{1}, op.w.data(), kdim, col, columns, A{0},
+  ParallelGemm<A>(pool, false, false, mg, columns, kdim, A{1}, wg, kdim, col, columns, A{0},
                   product, columns);
   for (int64_t image = 0; image < images; ++image) {
-    for (int64_t channel = 0; channel < m; ++channel) {
+    for (int64_t channel = 0; channel < mg; ++channel) {
       epilogue.Row(product + channel * columns + image * osize, y + (image * m + channel) * osize,
-                   osize, channel);
+                   osize, group * mg + channel);
     }
   }
 }
@@ -167,17 +170,18 @@ absl::Status ConvTyped(KernelContext& context, const ConvGeometry& g, bool relu)
   const bool direct =
       ksize == 1 && g.input == g.output &&
       std::all_of(g.pad_begin.begin(), g.pad_begin.end(), [](int64_t p) { return p == 0; });
-  if (g.group == 1 && !direct) {
-    const int64_t block = ImagesPerBlock(batch, kdim, osize);
-    if (FitsBlas({block * osize})) {
-      RunConvTasks<A>(pool, (batch + block - 1) / block, [&](int64_t t, Scratch<A>& scratch) {
-        const int64_t first = t * block;
-        ConvImageBlock<T>(g, patches, op, epilogue, c, m, first, std::min(block, batch - first),
-                          scratch, pool);
-      });
-      op.y.Finish(pool);
-      return absl::OkStatus();
-    }
+  // Blocks of images per group, unless a 1x1 kernel could read X as it is and the output planes
+  // are large enough for one image per GEMM anyway.
+  const int64_t block = ImagesPerBlock(batch, kdim, osize);
+  if (!(direct && block == 1) && FitsBlas({block * osize})) {
+    const int64_t blocks = (batch + block - 1) / block;
+    RunConvTasks<A>(pool, g.group * blocks, [&](int64_t t, Scratch<A>& scratch) {
+      const int64_t group = t / blocks, first = t % blocks * block;
+      ConvImageBlock<T>(g, patches, op, epilogue, c, m, group, first,
+                        std::min(block, batch - first), scratch, pool);
+    });
+    op.y.Finish(pool);
+    return absl::OkStatus();
   }
   RunConvTasks<A>(pool, batch * g.group, [&](int64_t t, Scratch<A>& scratch) {
     const int64_t image = t / g.group, group = t % g.group;
