@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -163,17 +164,37 @@ class PatchTable {
       : ksize_(ElementCount(g.kernel)),
         osize_(ElementCount(g.output)),
         isize_(ElementCount(g.input)),
-        input_(WindowTargets(g.kernel, g.output, g.strides, g.dilations, g.pad_begin, g.input)) {}
+        input_(WindowTargets(g.kernel, g.output, g.strides, g.dilations, g.pad_begin, g.input)) {
+    for (int64_t kr = 0; kr < ksize_; ++kr) {
+      taps_begin_.push_back(static_cast<int64_t>(taps_.size()));
+      for (int64_t p = 0; p < osize_; ++p) {
+        if (row(kr)[p] >= 0) taps_.push_back({p, row(kr)[p]});
+      }
+    }
+    taps_begin_.push_back(static_cast<int64_t>(taps_.size()));
+  }
+
+  // An output position and the input position one kernel offset reads there.
+  struct Tap {
+    int64_t output, input;
+  };
 
   int64_t ksize() const { return ksize_; }
   int64_t osize() const { return osize_; }
   int64_t isize() const { return isize_; }
   // The input positions of kernel offset kr, one per output position.
   const int64_t* row(int64_t kr) const { return input_.data() + kr * osize_; }
+  // Those of kernel offset kr that read inside the input, positions in order.
+  std::span<const Tap> taps(int64_t kr) const {
+    return std::span<const Tap>(taps_).subspan(taps_begin_[kr],
+                                               taps_begin_[kr + 1] - taps_begin_[kr]);
+  }
 
  private:
   int64_t ksize_, osize_, isize_;
   std::vector<int64_t> input_;
+  std::vector<Tap> taps_;
+  std::vector<int64_t> taps_begin_;  // taps_[taps_begin_[kr], taps_begin_[kr + 1]): offset kr's
 };
 
 // Im2Col's column matrix through a table: row (channel, kernel offset) of image i at
@@ -211,19 +232,16 @@ void Col2ImByTable(const A* col, const PatchTable& table, int64_t channels, int6
                    int64_t ld, A* y, int64_t image_stride, ThreadPool& pool) {
   const int64_t ksize = table.ksize(), osize = table.osize(), isize = table.isize();
   const int64_t work = std::max<int64_t>(1, ksize * osize);
+  auto plane_task = [&](int64_t image, int64_t channel) {
+    A* plane = y + image * image_stride + channel * isize;
+    for (int64_t kr = 0; kr < ksize; ++kr) {
+      const A* src = col + (channel * ksize + kr) * ld + image * osize;
+      for (const PatchTable::Tap& tap : table.taps(kr)) plane[tap.input] += src[tap.output];
+    }
+  };
   pool.ParallelFor(images * channels, std::max<int64_t>(1, 16384 / work),
                    [&](int64_t b, int64_t e) {
-                     for (int64_t t = b; t < e; ++t) {
-                       const int64_t image = t / channels, channel = t % channels;
-                       A* plane = y + image * image_stride + channel * isize;
-                       for (int64_t kr = 0; kr < ksize; ++kr) {
-                         const A* src = col + (channel * ksize + kr) * ld + image * osize;
-                         const int64_t* at = table.row(kr);
-                         for (int64_t p = 0; p < osize; ++p) {
-                           if (at[p] >= 0) plane[at[p]] += src[p];
-                         }
-                       }
-                     }
+                     for (int64_t t = b; t < e; ++t) plane_task(t / channels, t % channels);
                    });
 }
 
@@ -233,7 +251,8 @@ class ConvPatches {
   explicit ConvPatches(const ConvGeometry& g) : g_(g) {
     if (PatchTable::Suits(g)) table_.emplace(g);
   }
-  bool tabled() const { return table_.has_value(); }
+  // The table, or nullptr when the planes are too large for one.
+  const PatchTable* table() const { return table_ ? &*table_ : nullptr; }
 
   // Im2Col of `images` images `image_stride` apart into col (row r of image i at col + r * ld +
   // i * output positions).

@@ -151,7 +151,13 @@ absl::Status ConvGradTyped(KernelContext& context, const linalg::ConvGeometry& g
                              .dw = dw ? dw->data() : nullptr,
                              .patches = patches,
                              .pool = pool};
-  if (batch > 0 && osize > 0 && (dx || dw)) work.AllGroups(g.group);
+  const bool any = batch > 0 && osize > 0 && (dx || dw);  // else dx and dw hold their zeros
+  if (any && cg == 1 && mg == 1 && g.group > 1 && patches.table() != nullptr) {
+    linalg::DepthwiseConvGrad(work.dy, work.x, work.w, *patches.table(), batch, c, work.dx, work.dw,
+                              pool);
+  } else if (any) {
+    work.AllGroups(g.group);
+  }
   if (dx != nullptr) dx->Finish(pool);
   if (dw != nullptr) dw->Finish(pool);
   if (Wants(context, 2)) return StoreBiasGrad<T>(context, ady.data(), batch, m, osize, pool);

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/cpu/conv_depthwise.h"
 #include "kernels/cpu/conv_geometry.h"
 #include "kernels/cpu/conv_patches.h"
 #include "kernels/cpu/linalg_gemm.h"
@@ -170,6 +171,12 @@ absl::Status ConvTyped(KernelContext& context, const ConvGeometry& g, bool relu)
   const bool direct =
       ksize == 1 && g.input == g.output &&
       std::all_of(g.pad_begin.begin(), g.pad_begin.end(), [](int64_t p) { return p == 0; });
+  if (cg == 1 && mg == 1 && g.group > 1 && patches.table() != nullptr) {
+    DepthwiseConv(op.x.data(), op.w.data(), *patches.table(), batch, c, epilogue, op.y.data(),
+                  pool);
+    op.y.Finish(pool);
+    return absl::OkStatus();
+  }
   // Blocks of images per group, unless a 1x1 kernel could read X as it is and the output planes
   // are large enough for one image per GEMM anyway.
   const int64_t block = ImagesPerBlock(batch, kdim, osize);

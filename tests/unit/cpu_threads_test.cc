@@ -106,8 +106,8 @@ std::vector<std::vector<double>> ConvGradReference(const std::vector<double>& dy
 }
 
 // ConvGrad with 20 images of 32x16x16: 14 images per GEMM block (GradImagesPerBlock), so two
-// blocks, dw summed over both; a strided, padded layer with few positions per image; grouped;
-// and output planes large enough to bypass the PatchTable.
+// blocks, dw summed over both; a strided, padded layer with few positions per image; grouped and
+// depthwise; and output planes large enough to bypass the PatchTable.
 struct ConvGradShape {
   Shape x, w, y;
   std::string attributes;
@@ -123,6 +123,15 @@ const ConvGradShape kConvGradShapes[] = {
      1,
      1},
     {{5, 8, 7, 7}, {8, 2, 3, 3}, {5, 8, 7, 7}, "group = 4, pads = [1, 1, 1, 1]", 1, 1, 4},
+    // Depthwise (one channel per group): linalg::DepthwiseConvGrad, 3x3 and strided 5x5.
+    {{5, 8, 7, 7}, {8, 1, 3, 3}, {5, 8, 7, 7}, "group = 8, pads = [1, 1, 1, 1]", 1, 1, 8},
+    {{3, 6, 4, 4},
+     {6, 1, 5, 5},
+     {3, 6, 2, 2},
+     "group = 6, strides = [2, 2], pads = [2, 2, 2, 2]",
+     2,
+     2,
+     6},
     // Over PatchTable::kMaxPositions (256) output positions: the per-row Im2Col and Col2Im.
     {{3, 4, 18, 18}, {6, 4, 3, 3}, {3, 6, 18, 18}, "pads = [1, 1, 1, 1]", 1, 1, 1},
     {{2, 3, 37, 35},

@@ -483,6 +483,20 @@ TEST(ConvTest, SeveralImagesGoThroughOneGemm) {
              "float16");
 }
 
+TEST(ConvTest, DepthwiseWithoutGemm) {
+  // One channel per group (linalg::DepthwiseConv): 3x3 and strided 5x5 whose taps mostly read
+  // padding, with and without bias; a channel multiplier of 2 takes the GEMM path instead.
+  ExpectConv("Conv", "group = 4, pads = [1, 1, 1, 1]",
+             ConvCase{{3, 4, 6, 5}, {4, 1, 3, 3}, {6, 5}, {1, 1}, {1, 1}, {1, 1}, 4});
+  ExpectConv("Conv", "group = 3, strides = [2, 2], pads = [2, 2, 2, 2]",
+             ConvCase{{2, 3, 4, 4}, {3, 1, 5, 5}, {2, 2}, {2, 2}, {1, 1}, {2, 2}, 3, false});
+  ExpectConv("Conv", "group = 3, pads = [1, 1, 1, 1]",
+             ConvCase{{2, 3, 5, 5}, {6, 1, 3, 3}, {5, 5}, {1, 1}, {1, 1}, {1, 1}, 3});
+  ExpectConv("Conv", "group = 2, pads = [1, 1, 1, 1]",
+             ConvCase{{2, 2, 4, 4}, {2, 1, 3, 3}, {4, 4}, {1, 1}, {1, 1}, {1, 1}, 2},
+             DType::kBFloat16, "bfloat16");
+}
+
 TEST(ConvTest, OutputPlanesOverTheTableLimitCopyByRows) {
   // More than PatchTable::kMaxPositions (256) output positions: Im2Col's per-row copies (the
   // same-size shift, and the general strided, dilated path), one group and two.
