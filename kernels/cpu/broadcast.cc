@@ -44,4 +44,38 @@ BroadcastIndex::BroadcastIndex(const Shape& output, std::span<const Shape* const
   }
 }
 
+BroadcastRows::BroadcastRows(const Shape& output, std::span<const Shape* const> inputs) {
+  const size_t rank = output.size(), n = inputs.size();
+  std::vector<Shape> padded;
+  for (const Shape* s : inputs) {
+    Shape p(rank - s->size(), 1);
+    p.insert(p.end(), s->begin(), s->end());
+    padded.push_back(std::move(p));
+  }
+  // Walk the dims from the last while every input stays all-full or all-ones over them.
+  std::vector<bool> full(n, true), ones(n, true);
+  size_t split = rank;
+  for (; split > 0; --split) {
+    const size_t d = split - 1;
+    bool fits = true;
+    for (size_t k = 0; k < n; ++k) {
+      fits = fits && ((full[k] && padded[k][d] == output[d]) || (ones[k] && padded[k][d] == 1));
+    }
+    if (!fits) break;
+    for (size_t k = 0; k < n; ++k) {
+      full[k] = full[k] && padded[k][d] == output[d];
+      ones[k] = ones[k] && padded[k][d] == 1;
+    }
+    inner_ *= output[d];
+  }
+  outer_.assign(output.begin(), output.begin() + static_cast<std::ptrdiff_t>(split));
+  rows_ = ElementCount(outer_);
+  for (size_t k = 0; k < n; ++k) {
+    repeated_.push_back(!full[k]);
+    row_elements_.push_back(full[k] ? inner_ : 1);
+    outer_inputs_.emplace_back(padded[k].begin(),
+                               padded[k].begin() + static_cast<std::ptrdiff_t>(split));
+  }
+}
+
 }  // namespace ampc

@@ -37,6 +37,31 @@ class BroadcastIndex {
   bool trivial_ = true;
 };
 
+// The output of a broadcast seen as rows of inner() elements (its trailing dims, as many as
+// possible) along which every input is either contiguous or one value repeated, so that a row
+// runs as one contiguous loop: [N, C, H, W] op [1, C, 1, 1] is N * C rows of H * W.
+class BroadcastRows {
+ public:
+  BroadcastRows(const Shape& output, std::span<const Shape* const> inputs);
+
+  int64_t rows() const { return rows_; }
+  int64_t inner() const { return inner_; }
+  // Whether input k holds one value along each row (else its row is contiguous).
+  bool repeated(int k) const { return repeated_[k]; }
+
+  // Calls fn(row, offsets) for every row in [begin, end): offsets[k] is the element of input k
+  // where the row starts.
+  template <typename Fn>
+  void ForRows(int64_t begin, int64_t end, Fn&& fn) const;
+
+ private:
+  int64_t rows_ = 1, inner_ = 1;
+  std::vector<bool> repeated_;
+  std::vector<int64_t> row_elements_;  // per input: elements one row step of its own covers
+  std::vector<Shape> outer_inputs_;    // per input: its dims over the output's outer dims
+  Shape outer_;
+};
+
 template <typename Fn>
 void BroadcastIndex::ForRange(int64_t begin, int64_t end, Fn&& fn) const {
   const int rank = static_cast<int>(output_.size());
@@ -58,6 +83,18 @@ void BroadcastIndex::ForRange(int64_t begin, int64_t end, Fn&& fn) const {
       index[d] = 0;
     }
   }
+}
+
+template <typename Fn>
+void BroadcastRows::ForRows(int64_t begin, int64_t end, Fn&& fn) const {
+  std::vector<const Shape*> inputs;
+  for (const Shape& s : outer_inputs_) inputs.push_back(&s);
+  const BroadcastIndex outer(outer_, inputs);
+  std::vector<int64_t> offsets(inputs.size());
+  outer.ForRange(begin, end, [&](int64_t r, std::span<const int64_t> outer_offsets) {
+    for (size_t k = 0; k < offsets.size(); ++k) offsets[k] = outer_offsets[k] * row_elements_[k];
+    fn(r, std::span<const int64_t>(offsets));
+  });
 }
 
 }  // namespace ampc

@@ -115,6 +115,40 @@ absl::Status CastLike(KernelContext& context) {
 
 // ---- Where ----
 
+// z[i] = c[i] ? x[i] : y[i] for i in [0, n), an input that is single giving its first value
+// throughout; branch-free, so the loop vectorises.
+template <bool kSc, bool kSx, bool kSy, typename U>
+void SelectLoop(const bool* c, const U* x, const U* y, U* z, int64_t n) {
+  const bool c0 = c[0];
+  const U x0 = x[0], y0 = y[0];
+  for (int64_t i = 0; i < n; ++i) {
+    z[i] = BitSelect(kSc ? c0 : c[i], kSx ? x0 : x[i], kSy ? y0 : y[i]);
+  }
+}
+
+template <typename U>
+void SelectRun(const bool* c, bool sc, const U* x, bool sx, const U* y, bool sy, U* z, int64_t n) {
+  const int which = (sc ? 4 : 0) | (sx ? 2 : 0) | (sy ? 1 : 0);
+  switch (which) {
+    case 0:
+      return SelectLoop<false, false, false>(c, x, y, z, n);
+    case 1:
+      return SelectLoop<false, false, true>(c, x, y, z, n);
+    case 2:
+      return SelectLoop<false, true, false>(c, x, y, z, n);
+    case 3:
+      return SelectLoop<false, true, true>(c, x, y, z, n);
+    case 4:
+      return SelectLoop<true, false, false>(c, x, y, z, n);
+    case 5:
+      return SelectLoop<true, false, true>(c, x, y, z, n);
+    case 6:
+      return SelectLoop<true, true, false>(c, x, y, z, n);
+    default:
+      return SelectLoop<true, true, true>(c, x, y, z, n);
+  }
+}
+
 absl::Status Where(KernelContext& context) {
   const Tensor &cond = context.in(0), &a = context.in(1), &b = context.in(2);
   const Shape* shapes[] = {&cond.shape(), &a.shape(), &b.shape()};
@@ -130,24 +164,39 @@ absl::Status Where(KernelContext& context) {
   }
   AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, *shape, a.dtype()));
   const bool handled = Dispatch<AMPC_ALL_TYPES>(a.dtype(), [&]<typename T>() {
+    using U = SameBits<T>;
+    static_assert(sizeof(U) == sizeof(T));
     const bool* c = cond.data<bool>();
-    const T *x = a.data<T>(), *y = b.data<T>();
-    T* z = out->data<T>();
+    const U* x = reinterpret_cast<const U*>(a.data<T>());
+    const U* y = reinterpret_cast<const U*>(b.data<T>());
+    U* z = reinterpret_cast<U*>(out->data<T>());
+    ThreadPool& pool = CpuOf(context.backend()).pool();
     BroadcastIndex index(*shape, shapes);
-    const bool sc = index.single(0), sx = index.single(1), sy = index.single(2);
-    CpuOf(context.backend())
-        .pool()
-        .ParallelFor(out->size(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
-          if (index.trivial()) {
-            for (int64_t i = begin; i < end; ++i) {
-              z[i] = c[sc ? 0 : i] ? x[sx ? 0 : i] : y[sy ? 0 : i];
-            }
-            return;
-          }
-          index.ForRange(begin, end, [&](int64_t i, std::span<const int64_t> o) {
-            z[i] = c[o[0]] ? x[o[1]] : y[o[2]];
-          });
-        });
+    if (index.trivial()) {
+      const bool sc = index.single(0), sx = index.single(1), sy = index.single(2);
+      pool.ParallelFor(out->size(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+        SelectRun(c + (sc ? 0 : begin), sc, x + (sx ? 0 : begin), sx, y + (sy ? 0 : begin), sy,
+                  z + begin, end - begin);
+      });
+      return;
+    }
+    BroadcastRows rows(*shape, shapes);
+    if (rows.inner() >= kMinBroadcastRow) {
+      const int64_t inner = rows.inner();
+      pool.ParallelFor(rows.rows(), std::max<int64_t>(1, kElementwiseGrain / inner),
+                       [&](int64_t begin, int64_t end) {
+                         rows.ForRows(begin, end, [&](int64_t r, std::span<const int64_t> o) {
+                           SelectRun(c + o[0], rows.repeated(0), x + o[1], rows.repeated(1),
+                                     y + o[2], rows.repeated(2), z + r * inner, inner);
+                         });
+                       });
+      return;
+    }
+    pool.ParallelFor(out->size(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      index.ForRange(begin, end, [&](int64_t i, std::span<const int64_t> o) {
+        z[i] = c[o[0]] ? x[o[1]] : y[o[2]];
+      });
+    });
   });
   return handled ? absl::OkStatus() : UnsupportedType(context, a.dtype());
 }

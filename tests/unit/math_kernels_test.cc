@@ -7,8 +7,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/core/cpu_backend.h"
 #include "runtime/session.h"
@@ -153,6 +156,67 @@ g (bool[2,1] c, float[3] x, float y) => (float[2,3] z) { z = Where(c, x, y) }
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].shape(), (Shape{2, 3}));
   EXPECT_THAT(Values<float>(out[0]), ElementsAre(1, 2, 3, -1, -1, -1));
+}
+
+// The element of a [2,3,4,5]-broadcast input of shape `dims` (each 1 or the output's) at output
+// index i: the reference the row-wise broadcast loops must match.
+int64_t BroadcastOffset(const Shape& dims, int64_t i) {
+  const Shape out = {2, 3, 4, 5};
+  int64_t offset = 0, stride = 1;
+  for (int d = 3; d >= 0; --d) {
+    const int64_t coordinate = i % out[d];
+    i /= out[d];
+    if (dims[d] != 1) offset += coordinate * stride;
+    stride *= dims[d];
+  }
+  return offset;
+}
+
+TEST_F(MathKernelsTest, RowBroadcastSubMatchesTheElementwiseReferenceInEveryLayout) {
+  // [2,3,4,5] op [1,3,1,1] runs as rows of 20 with b repeated; [2,1,4,5] op [1,3,1,1] broadcasts
+  // both over the outer dims; [1,3,1,1] op [2,3,4,5] repeats a. FP16 rounds each difference once.
+  const std::vector<std::pair<Shape, Shape>> layouts = {
+      {{2, 3, 4, 5}, {1, 3, 1, 1}}, {{2, 1, 4, 5}, {1, 3, 1, 1}}, {{1, 3, 1, 1}, {2, 3, 4, 5}}};
+  for (const auto& [sa, sb] : layouts) {
+    const std::vector<float> va = testing::PseudoFloats(ElementCount(sa), 1, -4, 4);
+    const std::vector<float> vb = testing::PseudoFloats(ElementCount(sb), 2, -4, 4);
+    const std::string text =
+        absl::StrCat(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float16[)",
+                     absl::StrJoin(sa, ","), "] a, float16[", absl::StrJoin(sb, ","), R"(] b)
+  => (float16[2,3,4,5] d, bool[2,3,4,5] gt) { d = Sub(a, b) gt = Greater(a, b) }
+)");
+    const Tensor a = Halves(sa, va), b = Halves(sb, vb);
+    auto out = Run(text, {a, b});
+    ASSERT_EQ(out.size(), 2u);
+    const std::vector<uint16_t> bits = Bits(out[0]);
+    const std::vector<bool> greater = Values<bool>(out[1]);
+    for (int64_t i = 0; i < 120; ++i) {
+      const float x = HalfToFloat(Bits(a)[BroadcastOffset(sa, i)]);
+      const float y = HalfToFloat(Bits(b)[BroadcastOffset(sb, i)]);
+      ASSERT_EQ(bits[i], FloatToHalf(x - y)) << "element " << i << " of " << ShapeString(sa);
+      ASSERT_EQ(greater[i], x > y) << "element " << i << " of " << ShapeString(sa);
+    }
+  }
+}
+
+TEST_F(MathKernelsTest, RowBroadcastWhereMatchesTheElementwiseReference) {
+  // cond [2,3,4,5] contiguous, x [1,3,1,1] repeated along each row of 20, y one value.
+  std::vector<bool> cond(120);
+  for (size_t i = 0; i < cond.size(); ++i) cond[i] = (i * 7) % 3 == 0;
+  auto out = Run(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (bool[2,3,4,5] c, float[1,3,1,1] x, float y) => (float[2,3,4,5] z) { z = Where(c, x, y) }
+)",
+                 {Make<bool>(DType::kBool, {2, 3, 4, 5}, cond),
+                  Make<float>(DType::kFloat, {1, 3, 1, 1}, {10, 20, 30}),
+                  Make<float>(DType::kFloat, {}, {-1})});
+  ASSERT_EQ(out.size(), 1u);
+  const std::vector<float> z = Values<float>(out[0]);
+  for (int64_t i = 0; i < 120; ++i) {
+    ASSERT_EQ(z[i], cond[i] ? 10.0f * static_cast<float>(1 + (i / 20) % 3) : -1.0f) << i;
+  }
 }
 
 TEST_F(MathKernelsTest, ClipReadsAttributesBeforeOpset11AndInputsAfter) {
