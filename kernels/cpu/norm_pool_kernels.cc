@@ -14,6 +14,7 @@
 #include "kernels/cpu/norm_common.h"
 #include "kernels/cpu/pool_plan.h"
 #include "kernels/cpu/reduce_common.h"
+#include "kernels/cpu/scratch_arena.h"
 
 namespace ampc {
 namespace {
@@ -123,36 +124,66 @@ bool IsPlain2x2(const PoolPlan& plan) {
   return true;
 }
 
+// One output row of a plain 2x2 MaxPool from its two input rows (in the compute type). With
+// kIndices, each window's taps are taken in row-major order as MaxPool's general loop takes them
+// (a larger value or a NaN replaces the best), `at` receiving the flat input offset of the winner
+// (`top` is at flat offset `first`, `bottom` one `width` on); without, NaN as in MaxPool.
+template <bool kIndices, typename C>
+void MaxRow2x2(const C* top, const C* bottom, int64_t n, C* out, int64_t* at, int64_t first,
+               int64_t width) {
+  for (int64_t j = 0; j < n; ++j) {
+    const C a = top[2 * j], b = top[2 * j + 1], c = bottom[2 * j], d = bottom[2 * j + 1];
+    if constexpr (kIndices) {
+      C best = a;
+      int64_t offset = first + 2 * j;
+      const auto step = [&](C v, int64_t o) {
+        const bool take = (int{v > best} | int{IsNan(v)}) != 0;
+        best = BitSelect(take, v, best);
+        offset = BitSelect(take, o, offset);
+      };
+      step(b, first + 2 * j + 1);
+      step(c, first + width + 2 * j);
+      step(d, first + width + 2 * j + 1);
+      out[j] = best;
+      at[j] = offset;
+    } else {
+      const auto max = [](C x, C y) { return x > y ? x : y; };
+      // `|`, not `||`: no branches in the inner loop.
+      const bool nan = (int{IsNan(a)} | int{IsNan(b)} | int{IsNan(c)} | int{IsNan(d)}) != 0;
+      const C best = max(max(a, b), max(c, d));
+      out[j] = nan ? NanOr(best) : best;
+    }
+  }
+}
+
 // MaxPool over plain 2x2 windows (IsPlain2x2), the common downsampling: two input rows per output
-// row and no per-window bookkeeping, so the loop vectorises. NaN as in MaxPool.
-template <typename T>
-void MaxPool2x2(KernelContext& context, const PoolPlan& plan, const T* px, T* py) {
+// row and no per-window bookkeeping, so the loop vectorises; FP16/BF16 rows widened to float and
+// the results rounded a row at a time. Indices (row-major) where `indices` is not null.
+template <typename T, bool kIndices>
+void MaxPool2x2(KernelContext& context, const PoolPlan& plan, const T* px, T* py,
+                int64_t* indices) {
   using C = typename Compute<T>::type;
+  constexpr bool kWiden = !std::is_same_v<T, C>;
   const int64_t width = plan.in[1], out_rows = plan.out[0], out_cols = plan.out[1];
-  const auto max = [](C a, C b) { return a > b ? a : b; };
-  CpuOf(context.backend())
-      .pool()
-      .ParallelFor(plan.planes, std::max<int64_t>(1, kElementwiseGrain / plan.in_size),
-                   [&](int64_t begin, int64_t end) {
-                     for (int64_t p = begin; p < end; ++p) {
-                       for (int64_t r = 0; r < out_rows; ++r) {
-                         const T* top = px + p * plan.in_size + 2 * r * width;
-                         const T* bottom = top + width;
-                         T* out = py + p * plan.out_size + r * out_cols;
-                         for (int64_t j = 0; j < out_cols; ++j) {
-                           const C a = Compute<T>::Load(top[2 * j]);
-                           const C b = Compute<T>::Load(top[2 * j + 1]);
-                           const C c = Compute<T>::Load(bottom[2 * j]);
-                           const C d = Compute<T>::Load(bottom[2 * j + 1]);
-                           // `|`, not `||`: no branches in the inner loop.
-                           const bool nan =
-                               (int{IsNan(a)} | int{IsNan(b)} | int{IsNan(c)} | int{IsNan(d)}) != 0;
-                           const C best = max(max(a, b), max(c, d));
-                           out[j] = Compute<T>::Store(nan ? NanOr(best) : best);
-                         }
-                       }
-                     }
-                   });
+  ParallelFor(context, plan.planes, plan.in_size, [&](int64_t begin, int64_t end) {
+    ScratchBuffer<C> buffer(kWiden ? 2 * width + out_cols : 0);
+    for (int64_t p = begin; p < end; ++p) {
+      for (int64_t r = 0; r < out_rows; ++r) {
+        const int64_t first = p * plan.in_size + 2 * r * width,
+                      o = p * plan.out_size + r * out_cols;
+        const C* top = reinterpret_cast<const C*>(px + first);
+        C* out = reinterpret_cast<C*>(py + o);
+        if constexpr (kWiden) {
+          WidenToAcc(px + first, 2 * width, buffer.data());
+          top = buffer.data();
+          out = buffer.data() + 2 * width;
+        }
+        MaxRow2x2<kIndices>(top, top + width, out_cols, out, kIndices ? indices + o : nullptr,
+                            first, width);
+        if constexpr (kWiden) NarrowFromAcc(out, out_cols, py + o);
+      }
+    }
+  });
 }
 
 // MaxPool: the largest element of each window (a NaN wins, as in PyTorch, so it reaches a finite
@@ -176,8 +207,9 @@ absl::Status MaxPool(KernelContext& context) {
         using C = typename Compute<T>::type;
         const T* px = x.data<T>();
         T* py = y->data<T>();
-        if (indices == nullptr && IsPlain2x2(plan)) {
-          MaxPool2x2<T>(context, plan, px, py);
+        if (!column_major && IsPlain2x2(plan)) {
+          indices != nullptr ? MaxPool2x2<T, true>(context, plan, px, py, indices)
+                             : MaxPool2x2<T, false>(context, plan, px, py, nullptr);
           return;
         }
         // Without Indices the loop keeps no offset, so the compiler can use max instructions.

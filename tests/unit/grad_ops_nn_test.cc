@@ -5,11 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/strings/substitute.h"
+#include "kernels/numerics/float16.h"
 #include "tests/support/grad_op_check.h"
+#include "tests/support/kernel_runs.h"
+#include "tests/support/tensors.h"
 
 namespace ampc {
 namespace {
@@ -102,6 +106,47 @@ TEST(MaxPoolGradTest, OverlappingWindowsMatchFiniteDifferences) {
                             "kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]"));
   CheckGradCase(MaxPoolCase({1, 2, 7}, {1, 2, 3}, "kernel_shape = [3], strides = [2]"),
                 DType::kBFloat16, 1.6e-2);
+}
+
+// dx = MaxPoolGrad(dy, i, x) for FP16 dy [1, 2, 1, 3] into x [1, 2, 1, 4] with the given indices.
+std::vector<uint16_t> MaxPoolGradBits(const std::vector<int64_t>& indices) {
+  auto out = testing::RunModel(R"(<ir_version: 8, opset_import: ["" : 17, "ai.ampc" : 1]>
+g (float16[1, 2, 1, 3] dy, int64[1, 2, 1, 3] i, float16[1, 2, 1, 4] x) => (float16[1, 2, 1, 4] dx) {
+  dx = ai.ampc.MaxPoolGrad(dy, i, x)
+})",
+                               {testing::Halves({1, 2, 1, 3}, {1, 0x1p-11f, 0x1p-11f, 4, 5, 6}),
+                                testing::Int64s({1, 2, 1, 3}, indices),
+                                testing::Halves({1, 2, 1, 4}, std::vector<float>(8, 0))});
+  EXPECT_TRUE(out.ok()) << out.status();
+  if (!out.ok()) return {};
+  const uint16_t* bits = static_cast<const uint16_t*>((*out)[0].raw());
+  return std::vector<uint16_t>(bits, bits + 8);
+}
+
+TEST(MaxPoolGradTest, IndicesInsideAndAcrossPlanesAddInDyOrderRoundingOnce) {
+  const uint16_t four = FloatToHalf(4), five = FloatToHalf(5);
+  // Plane-local (the per-plane loop): 1 + 2^-11 + 2^-11 adds in FP32 and rounds once to 1 + 2^-10
+  // (rounding after each add would stay at 1).
+  EXPECT_EQ(
+      MaxPoolGradBits({0, 0, 0, 5, 6, 7}),
+      (std::vector<uint16_t>{FloatToHalf(1 + 0x1p-10f), 0, 0, 0, 0, four, five, FloatToHalf(6)}));
+  // Plane 1's dy into plane 0 and back (the flat loop): the same sums wherever they land.
+  EXPECT_EQ(MaxPoolGradBits({7, 7, 7, 0, 0, 3}),
+            (std::vector<uint16_t>{FloatToHalf(9), 0, 0, FloatToHalf(6), 0, 0, 0,
+                                   FloatToHalf(1 + 0x1p-10f)}));
+}
+
+TEST(MaxPoolGradTest, IndexOutsideXIsAnError) {
+  auto out = testing::RunModel(
+      R"(<ir_version: 8, opset_import: ["" : 17, "ai.ampc" : 1]>
+g (float[1, 1, 1, 2] dy, int64[1, 1, 1, 2] i, float[1, 1, 1, 4] x) => (float[1, 1, 1, 4] dx) {
+  dx = ai.ampc.MaxPoolGrad(dy, i, x)
+})",
+      {testing::Floats({1, 1, 1, 2}, {1, 2}), testing::Int64s({1, 1, 1, 2}, {1, 4}),
+       testing::Floats({1, 1, 1, 4}, {0, 0, 0, 0})});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("index 4 at flat position 1"), std::string::npos)
+      << out.status();
 }
 
 // y = AveragePool<attributes>(x); dx = ai.ampc.AveragePoolGrad<attributes>(dy, x).

@@ -445,6 +445,46 @@ g (float[1, 2, 2, 3] x) => (float[1, 2, 1, 2] y, int64[1, 2, 1, 2] i) {
   }
 }
 
+// The plain 2x2 MaxPool loop (2-D) against the general one (the same data as 3-D, depth window
+// 1) in FP16, with ties, NaNs and -inf in the windows: the same values and Indices.
+TEST(PoolTest, MaxPoolTwoByTwoFastPathPicksAsTheGeneralLoopWithTiesAndNans) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = Pseudo(2 * 4 * 6, -2, 2, 9);
+  // Windows (row-major taps a b / c d) of plane 0's first row of outputs: a tie, NaN late, two
+  // NaNs, all -inf.
+  x[0] = x[1] = x[6] = x[7] = 1.5f;
+  x[3] = nan;
+  x[9] = nan;
+  x[4] = nan;
+  x[11] = nan;
+  for (int k : {24, 25, 30, 31}) x[k] = -inf;
+  const auto model = [](const std::string& dims, const std::string& kernel) {
+    return "<ir_version: 8, opset_import: [\"\" : 17]>\ng (float16[" + dims +
+           "] x) => (float16[Y] y, int64[Y] i) {\n  y, i = MaxPool<kernel_shape = [" + kernel +
+           "], strides = [" + kernel + "]>(x)\n}\n";
+  };
+  auto fast = RunModel(model("1, 2, 4, 6", "2, 2"), {Halves({1, 2, 4, 6}, x)});
+  auto general = RunModel(model("1, 2, 1, 4, 6", "1, 2, 2"), {Halves({1, 2, 1, 4, 6}, x)});
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  ASSERT_TRUE(general.ok()) << general.status();
+  ASSERT_EQ((*fast)[0].size(), 12);
+  const auto bits = [](const Tensor& t) {
+    const uint16_t* p = static_cast<const uint16_t*>(t.raw());
+    return std::vector<uint16_t>(p, p + t.size());
+  };
+  const auto ints = [](const Tensor& t) {
+    return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.size());
+  };
+  EXPECT_EQ(bits((*fast)[0]), bits((*general)[0]));
+  EXPECT_EQ(ints((*fast)[1]), ints((*general)[1]));
+  // The tie keeps the first tap; a NaN wins over later numbers, the last NaN over an earlier one.
+  EXPECT_EQ(ints((*fast)[1])[0], 0);
+  EXPECT_EQ(ints((*fast)[1])[1], 9);
+  EXPECT_EQ(ints((*fast)[1])[2], 11);
+  EXPECT_EQ(ints((*fast)[1])[6], 24);
+}
+
 // A 3-D pool with a depth-1 window is the 2-D pool of every depth slice: the 3-D path (window
 // offsets listed once per call) against the same reference, over 18 planes, and its Indices
 // against the 2-D path's on the same data seen as [2, 9, 7, 6].
