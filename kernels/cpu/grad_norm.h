@@ -4,14 +4,29 @@
 // dscale = sum(dy * xhat) and dbias = sum(dy) over the others.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/broadcast.h"
+#include "kernels/cpu/elementwise_convert.h"
 #include "kernels/cpu/grad_common.h"
+#include "kernels/cpu/scratch_arena.h"
 
 namespace ampc::grad {
+
+// n values of T from `in` as C: in place for T == C, else widened into `buffer`.
+template <typename T, typename C>
+const C* WidenedRow(const T* in, int64_t n, C* buffer) {
+  if constexpr (std::is_same_v<T, C>) {
+    return in;
+  } else {
+    WidenToAcc(in, n, buffer);
+    return buffer;
+  }
+}
 
 // The statistics input i (mean or inverse standard deviation, any float type) as `count` values.
 template <typename C>
@@ -121,6 +136,63 @@ inline absl::Status LayerNormalizationGrad(KernelContext& context) {
   return handled ? status : Unsupported(context);
 }
 
+// The batch-norm gradient's view of x and dy: N x C planes of `inner` values.
+struct BatchPlanes {
+  int64_t batch, channels, inner;
+};
+
+// Channels whose gradient sums run side by side (two serial chains each, see kStatLanes).
+inline constexpr int kGradLanes = 4;
+inline constexpr int64_t kGradBlock = 512;  // values of a row widened at a time
+
+// dscale[c] = sum(dy * xhat) and dbias[c] = sum(dy) for c in [c0, c0 + kLanes), each a running
+// sum over (n, inner) in order.
+template <int kLanes, typename T, typename C>
+void ChannelGradSums(const T* pdy, const T* px, const BatchPlanes& s, int64_t c0, const C* mean,
+                     const C* inv, C* dscale, C* dbias) {
+  ScratchBuffer<C> buffer(2 * kLanes * kGradBlock);
+  C m[kLanes], r[kLanes], ds[kLanes] = {}, db[kLanes] = {};
+  const C* dy_rows[kLanes];
+  const C* x_rows[kLanes];
+  for (int k = 0; k < kLanes; ++k) m[k] = mean[c0 + k], r[k] = inv[c0 + k];
+  for (int64_t n = 0; n < s.batch; ++n) {
+    for (int64_t j0 = 0; j0 < s.inner; j0 += kGradBlock) {
+      const int64_t count = std::min(kGradBlock, s.inner - j0);
+      for (int k = 0; k < kLanes; ++k) {
+        const int64_t at = (n * s.channels + c0 + k) * s.inner + j0;
+        dy_rows[k] = WidenedRow(pdy + at, count, buffer.data() + 2 * k * kGradBlock);
+        x_rows[k] = WidenedRow(px + at, count, buffer.data() + (2 * k + 1) * kGradBlock);
+      }
+      for (int64_t j = 0; j < count; ++j) {
+        for (int k = 0; k < kLanes; ++k) {
+          const C g = dy_rows[k][j];
+          ds[k] += g * ((x_rows[k][j] - m[k]) * r[k]);
+          db[k] += g;
+        }
+      }
+    }
+  }
+  for (int k = 0; k < kLanes; ++k) dscale[c0 + k] = ds[k], dbias[c0 + k] = db[k];
+}
+
+// dx over one plane of channel c: scale * inv * (dy - mean(dy) - xhat * mean(dy * xhat)).
+template <typename T, typename C>
+void BatchNormGradPlane(const T* dy, const T* x, int64_t n, C k, C mean, C inv, C ds, C db, C count,
+                        T* dx) {
+  ScratchBuffer<C> buffer(std::is_same_v<T, C> ? 0 : 3 * kGradBlock);
+  for (int64_t i = 0; i < n; i += kGradBlock) {
+    const int64_t m = std::min(kGradBlock, n - i);
+    const C* g = WidenedRow(dy + i, m, buffer.data());
+    const C* v = WidenedRow(x + i, m, buffer.data() + kGradBlock);
+    C* out = std::is_same_v<T, C> ? reinterpret_cast<C*>(dx + i) : buffer.data() + 2 * kGradBlock;
+    for (int64_t j = 0; j < m; ++j) {
+      const C xhat = (v[j] - mean) * inv;
+      out[j] = k * (g[j] - db / count - xhat * ds / count);
+    }
+    if constexpr (!std::is_same_v<T, C>) NarrowFromAcc(out, m, dx + i);
+  }
+}
+
 // BatchNormalizationGrad(dy, x, scale, saved_mean, saved_inv_std) -> dx, dscale, dbias: the
 // backward of training-mode BatchNormalization (batch statistics over N and the spatial axes, per
 // channel). `epsilon` is the forward's; saved_inv_std already includes it.
@@ -129,7 +201,7 @@ absl::Status BatchNormGradTyped(KernelContext& context) {
   using C = typename Compute<T>::type;
   const Tensor& x = context.in(1);
   const int64_t batch = x.dim(0), channels = x.dim(1);
-  const int64_t inner = batch * channels == 0 ? 0 : x.size() / (batch * channels);
+  const BatchPlanes s{batch, channels, batch * channels == 0 ? 0 : x.size() / (batch * channels)};
   std::vector<C> scale, mean, inv;
   AMPC_RETURN_IF_ERROR(LoadStatistic(context, 2, "scale", channels, scale));
   AMPC_RETURN_IF_ERROR(LoadStatistic(context, 3, "saved_mean", channels, mean));
@@ -137,37 +209,29 @@ absl::Status BatchNormGradTyped(KernelContext& context) {
   const T* pdy = context.in(0).data<T>();
   const T* px = x.data<T>();
   std::vector<C> dscale(static_cast<size_t>(channels)), dbias(static_cast<size_t>(channels));
-  T* pdx = nullptr;
+  const int64_t groups = channels / kGradLanes, rest = channels % kGradLanes;
+  ParallelFor(
+      context, groups + rest, kGradLanes * batch * s.inner, [&](int64_t begin, int64_t end) {
+        for (int64_t g = begin; g < end; ++g) {
+          const int64_t c0 = g < groups ? g * kGradLanes : groups * kGradLanes + (g - groups);
+          g < groups ? ChannelGradSums<kGradLanes>(pdy, px, s, c0, mean.data(), inv.data(),
+                                                   dscale.data(), dbias.data())
+                     : ChannelGradSums<1>(pdy, px, s, c0, mean.data(), inv.data(), dscale.data(),
+                                          dbias.data());
+        }
+      });
   if (Wants(context, 0)) {
     AMPC_ASSIGN_OR_RETURN(Tensor * dx, context.Output(0, x.shape()));
-    pdx = dx->data<T>();
+    T* pdx = dx->data<T>();
+    const C count = static_cast<C>(batch * s.inner);
+    ParallelFor(context, batch * channels, s.inner, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        const int64_t c = p % channels, at = p * s.inner;
+        BatchNormGradPlane(pdy + at, px + at, s.inner, scale[c] * inv[c], mean[c], inv[c],
+                           dscale[c], dbias[c], count, pdx + at);
+      }
+    });
   }
-  const C count = static_cast<C>(batch * inner);
-  ParallelFor(context, channels, batch * inner, [&](int64_t begin, int64_t end) {
-    for (int64_t c = begin; c < end; ++c) {
-      const auto xhat = [&](int64_t i) {
-        return (static_cast<C>(Compute<T>::Load(px[i])) - mean[c]) * inv[c];
-      };
-      C s = 0, b = 0;
-      for (int64_t n = 0; n < batch; ++n) {
-        for (int64_t i = (n * channels + c) * inner, j = 0; j < inner; ++i, ++j) {
-          const C g = Compute<T>::Load(pdy[i]);
-          s += g * xhat(i);
-          b += g;
-        }
-      }
-      dscale[c] = s;
-      dbias[c] = b;
-      if (pdx == nullptr) continue;
-      const C k = scale[c] * inv[c];
-      for (int64_t n = 0; n < batch; ++n) {
-        for (int64_t i = (n * channels + c) * inner, j = 0; j < inner; ++i, ++j) {
-          const C g = Compute<T>::Load(pdy[i]);
-          pdx[i] = Compute<T>::Store(k * (g - b / count - xhat(i) * s / count));
-        }
-      }
-    }
-  });
   // dscale and dbias take the scale's type, which may be wider than x's (an FP32 scale).
   absl::Status status;
   Dispatch<AMPC_FLOAT_TYPES>(context.in(2).dtype(), [&]<typename S>() {

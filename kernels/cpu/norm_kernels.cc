@@ -2,6 +2,7 @@
 // LpNormalization and MeanVarianceNormalization (Dropout: dropout_kernels.cc). Statistics
 // accumulate in FP32 (chunked, reduce::ChunkedSum; MeanVarianceNormalization's in FP64) and every
 // output is rounded once to its element type. Pooling lives in norm_pool_kernels.cc.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -12,8 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/lane_sums.h"
 #include "kernels/cpu/norm_common.h"
 #include "kernels/cpu/reduce_common.h"
+#include "kernels/cpu/scratch_arena.h"
 
 namespace ampc {
 namespace {
@@ -147,6 +150,94 @@ struct BatchNormShape {
   int64_t batch, channels, inner, params;
 };
 
+// Channels whose batch statistics are summed side by side: each sum is a serial chain of adds,
+// so one alone waits on every add; several in step keep the adder busy.
+inline constexpr int kStatLanes = 8;
+
+// The sums of channels [c0, c0 + kLanes) of term(k, value), each over (n, inner) in order as
+// reduce::ChunkedSum adds (LaneSums), with x's values widened a block of a row at a time.
+template <int kLanes, typename T, typename C, typename Term>
+void SumChannels(const T* px, const BatchNormShape& s, int64_t c0, Term&& term, C* out) {
+  ScratchBuffer<C> buffer(kLanes * kElementwiseBlock);
+  LaneSums<C, kLanes> sums;
+  const C* rows[kLanes];
+  for (int64_t n = 0; n < s.batch; ++n) {
+    for (int64_t j0 = 0; j0 < s.inner; j0 += kElementwiseBlock) {
+      const int64_t m = std::min(kElementwiseBlock, s.inner - j0);
+      for (int k = 0; k < kLanes; ++k) {
+        const T* row = px + (n * s.channels + c0 + k) * s.inner + j0;
+        if constexpr (std::is_same_v<T, C>) {
+          rows[k] = row;
+        } else {
+          WidenToAcc(row, m, buffer.data() + k * kElementwiseBlock);
+          rows[k] = buffer.data() + k * kElementwiseBlock;
+        }
+      }
+      sums.Add(m, [&](int k, int64_t j) { return term(k, rows[k][j]); });
+    }
+  }
+  for (int k = 0; k < kLanes; ++k) out[k] = sums.Result(k);
+}
+
+// Mean and population variance of channels [c0, c0 + kLanes): two passes, so no cancellation as
+// in E[x^2] - E[x]^2.
+template <int kLanes, typename T, typename C>
+void ChannelMoments(const T* px, const BatchNormShape& s, int64_t c0, C* mean, C* var) {
+  const C count = static_cast<C>(s.batch * s.inner);
+  SumChannels<kLanes>(
+      px, s, c0, [](int, C v) { return v; }, mean + c0);
+  for (int k = 0; k < kLanes; ++k) mean[c0 + k] /= count;
+  SumChannels<kLanes>(
+      px, s, c0,
+      [&](int k, C v) {
+        const C d = v - mean[c0 + k];
+        return d * d;
+      },
+      var + c0);
+  for (int k = 0; k < kLanes; ++k) var[c0 + k] /= count;
+}
+
+// The batch statistics sum as ReduceSum over N and the spatial axes does (the step's
+// BatchNormalizationGrad gets them from there): the same order and chunks, bit for bit, whatever
+// the thread count (each channel is summed by one thread).
+template <typename T, typename C>
+void BatchMoments(const KernelContext& context, const T* px, const BatchNormShape& s, C* mean,
+                  C* var) {
+  const int64_t groups = s.channels / kStatLanes, rest = s.channels % kStatLanes;
+  ParallelFor(context, groups + rest, kStatLanes * 2 * s.batch * s.inner,
+              [&](int64_t begin, int64_t end) {
+                for (int64_t g = begin; g < end; ++g) {
+                  if (g < groups) {
+                    ChannelMoments<kStatLanes>(px, s, g * kStatLanes, mean, var);
+                  } else {
+                    ChannelMoments<1>(px, s, groups * kStatLanes + (g - groups), mean, var);
+                  }
+                }
+              });
+}
+
+// y = (x - mean) * inv_std * scale + B over one plane of n values, with per-element parameters
+// (kPerElement) or one set; a block at a time through float for FP16/BF16.
+template <bool kPerElement, typename T, typename C>
+void NormalizePlane(const T* x, int64_t n, const C* mean, const C* inv, const C* scale,
+                    const C* bias, T* y) {
+  const auto affine = [&](C v, int64_t j) {
+    const int64_t p = kPerElement ? j : 0;
+    return (v - mean[p]) * inv[p] * scale[p] + bias[p];
+  };
+  if constexpr (kBlocked<T, T>) {
+    float a[kElementwiseBlock];
+    for (int64_t i = 0; i < n; i += kElementwiseBlock) {
+      const int64_t m = std::min(kElementwiseBlock, n - i);
+      WidenToAcc(x + i, m, a);
+      for (int64_t j = 0; j < m; ++j) a[j] = affine(a[j], i + j);
+      NarrowFromAcc(a, m, y + i);
+    }
+  } else {
+    for (int64_t j = 0; j < n; ++j) y[j] = Compute<T>::Store(affine(Compute<T>::Load(x[j]), j));
+  }
+}
+
 template <typename T>
 absl::Status BatchNormTyped(KernelContext& context, const BatchNormShape& s, bool training) {
   using C = typename Compute<T>::type;
@@ -168,21 +259,9 @@ absl::Status BatchNormTyped(KernelContext& context, const BatchNormShape& s, boo
   std::vector<C>& var = params[3];
   if (training) {  // batch statistics (population variance) replace the inputs for Y
     std::vector<C> running_mean = mean, running_var = var;
-    // The batch statistics sum as ReduceMean over N and the spatial axes does (the step's
-    // BatchNormalizationGrad gets them from ReduceMean): the same order and chunks, bit for bit.
-    const int64_t count = s.batch * s.inner;
+    BatchMoments(context, px, s, mean.data(), var.data());
     for (int64_t c = 0; c < s.channels; ++c) {
-      auto element = [&](int64_t i) {
-        return Compute<T>::Load(px[((i / s.inner) * s.channels + c) * s.inner + i % s.inner]);
-      };
-      const C m = reduce::ChunkedSum<C>(count, element) / static_cast<C>(count);
-      const C squares = reduce::ChunkedSum<C>(count, [&](int64_t i) {
-        const C d = element(i) - m;
-        return d * d;
-      });
-      mean[c] = m;
-      var[c] = squares / static_cast<C>(count);
-      running_mean[c] = running_mean[c] * momentum + m * (C{1} - momentum);
+      running_mean[c] = running_mean[c] * momentum + mean[c] * (C{1} - momentum);
       running_var[c] = running_var[c] * momentum + var[c] * (C{1} - momentum);
     }
     AMPC_RETURN_IF_ERROR(StoreStatistic(context, 1, {s.channels}, running_mean));
@@ -193,19 +272,18 @@ absl::Status BatchNormTyped(KernelContext& context, const BatchNormShape& s, boo
   AMPC_ASSIGN_OR_RETURN(Tensor * y, context.Output(0, context.in(0).shape()));
   T* py = y->data<T>();
   const bool per_channel = s.params == s.channels;
-  CpuOf(context.backend())
-      .pool()
-      .ParallelFor(s.batch * s.channels, RowGrain(s.inner), [&](int64_t begin, int64_t end) {
-        for (int64_t plane = begin; plane < end; ++plane) {
-          const int64_t c = plane % s.channels;
-          for (int64_t j = 0; j < s.inner; ++j) {
-            const int64_t p = per_channel ? c : c * s.inner + j;
-            const int64_t i = plane * s.inner + j;
-            py[i] = Compute<T>::Store(
-                (Compute<T>::Load(px[i]) - mean[p]) * inv_std[p] * params[0][p] + params[1][p]);
-          }
-        }
-      });
+  ParallelFor(context, s.batch * s.channels, s.inner, [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const int64_t c = plane % s.channels, p = per_channel ? c : c * s.inner;
+      const T* x = px + plane * s.inner;
+      T* out = py + plane * s.inner;
+      if (per_channel) {
+        NormalizePlane<false>(x, s.inner, &mean[p], &inv_std[p], &params[0][p], &params[1][p], out);
+      } else {
+        NormalizePlane<true>(x, s.inner, &mean[p], &inv_std[p], &params[0][p], &params[1][p], out);
+      }
+    }
+  });
   return absl::OkStatus();
 }
 
