@@ -157,8 +157,8 @@ void MaxRow2x2(const C* top, const C* bottom, int64_t n, C* out, int64_t* at, in
 }
 
 // MaxPool over plain 2x2 windows (IsPlain2x2), the common downsampling: two input rows per output
-// row and no per-window bookkeeping, so the loop vectorises; FP16/BF16 rows widened to float and
-// the results rounded a row at a time. Indices (row-major) where `indices` is not null.
+// row and no per-window bookkeeping, so the loop vectorises; FP16/BF16 planes widened to float and
+// the results rounded a plane at a time. Indices (row-major) where `indices` is not null.
 template <typename T, bool kIndices>
 void MaxPool2x2(KernelContext& context, const PoolPlan& plan, const T* px, T* py,
                 int64_t* indices) {
@@ -166,22 +166,23 @@ void MaxPool2x2(KernelContext& context, const PoolPlan& plan, const T* px, T* py
   constexpr bool kWiden = !std::is_same_v<T, C>;
   const int64_t width = plan.in[1], out_rows = plan.out[0], out_cols = plan.out[1];
   ParallelFor(context, plan.planes, plan.in_size, [&](int64_t begin, int64_t end) {
-    ScratchBuffer<C> buffer(kWiden ? 2 * width + out_cols : 0);
+    ScratchBuffer<C> buffer(kWiden ? plan.in_size + plan.out_size : 0);
     for (int64_t p = begin; p < end; ++p) {
-      for (int64_t r = 0; r < out_rows; ++r) {
-        const int64_t first = p * plan.in_size + 2 * r * width,
-                      o = p * plan.out_size + r * out_cols;
-        const C* top = reinterpret_cast<const C*>(px + first);
-        C* out = reinterpret_cast<C*>(py + o);
-        if constexpr (kWiden) {
-          WidenToAcc(px + first, 2 * width, buffer.data());
-          top = buffer.data();
-          out = buffer.data() + 2 * width;
-        }
-        MaxRow2x2<kIndices>(top, top + width, out_cols, out, kIndices ? indices + o : nullptr,
-                            first, width);
-        if constexpr (kWiden) NarrowFromAcc(out, out_cols, py + o);
+      const int64_t first = p * plan.in_size, o = p * plan.out_size;
+      const C* in = reinterpret_cast<const C*>(px + first);
+      C* out = reinterpret_cast<C*>(py + o);
+      if constexpr (kWiden) {
+        WidenToAcc(px + first, plan.in_size, buffer.data());
+        in = buffer.data();
+        out = buffer.data() + plan.in_size;
       }
+      for (int64_t r = 0; r < out_rows; ++r) {
+        const C* top = in + 2 * r * width;
+        MaxRow2x2<kIndices>(top, top + width, out_cols, out + r * out_cols,
+                            kIndices ? indices + o + r * out_cols : nullptr, first + 2 * r * width,
+                            width);
+      }
+      if constexpr (kWiden) NarrowFromAcc(out, plan.out_size, py + o);
     }
   });
 }
