@@ -1,5 +1,7 @@
 #include "compiler/external_data.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -13,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/tensor_walker.h"
+#include "passes/graph/deferred_data.h"
 #include "passes/graph/status_macros.h"
 #include "passes/graph/tensor_data.h"
 
@@ -23,6 +26,7 @@ namespace fs = std::filesystem;
 using onnx::TensorProto;
 
 constexpr uint64_t kDataAlignment = 4096;  // page size: a runtime can mmap each tensor
+constexpr uint64_t kCopyChunkBytes = uint64_t{8} << 20;
 
 // A location must name a file inside the model's directory.
 bool StaysInside(const std::string& location) {
@@ -142,11 +146,16 @@ class ExternalDataReader {
     return absl::OkStatus();
   }
 
-  // Reads the data of a tensor Plan accepted into raw_data.
-  absl::Status Read(TensorProto& tensor, const TensorSite& site) {
+  // Reads the data of a tensor Plan accepted into raw_data, or defers it (deferred_data.h) when
+  // it has at least `defer_min_bytes` (0: never).
+  absl::Status Read(TensorProto& tensor, const TensorSite& site, uint64_t defer_min_bytes) {
     if (tensor.data_location() != TensorProto::EXTERNAL) return absl::OkStatus();
     absl::StatusOr<Located> found = Find(tensor, site);
     if (!found.ok()) return found.status();
+    if (defer_min_bytes > 0 && found->span.length >= defer_min_bytes &&
+        tensor.data_type() != TensorProto::STRING) {
+      return Defer(tensor, *found);
+    }
     std::string* raw = tensor.mutable_raw_data();
     raw->resize(found->span.length);
     if (int err =
@@ -222,7 +231,21 @@ class ExternalDataReader {
     return found;
   }
 
+  absl::Status Defer(TensorProto& tensor, const Located& found) {
+    auto [it, added] = deferred_files_.try_emplace(found.span.location, 0);
+    if (added) {
+      const int fd = ::dup(found.file->fd.get());
+      if (fd < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(found.prefix, ": ", ErrnoText(errno)));
+      }
+      it->second = AddDeferredFile(fd, (dir_ / found.span.location).string());
+    }
+    MakeDeferred(tensor, {it->second, found.span.offset, found.span.length});
+    return absl::OkStatus();
+  }
+
   std::string model_path_;
+  std::map<std::string, int> deferred_files_;  // location -> AddDeferredFile's index
   fs::path dir_;
   std::array<fs::path, 2> roots_;
   std::map<std::string, OpenFile> files_;
@@ -239,7 +262,8 @@ void AddEntry(TensorProto& tensor, const std::string& key, const std::string& va
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> ReadExternalData(const std::string& model_path,
-                                                          onnx::ModelProto& model) {
+                                                          onnx::ModelProto& model,
+                                                          uint64_t defer_min_bytes) {
   ExternalDataReader reader(model_path);
   // Every location and range is checked before any data is read.
   absl::Status planned = VisitTensors(model, [&](TensorProto& tensor, const TensorSite& site) {
@@ -248,7 +272,7 @@ absl::StatusOr<std::vector<std::string>> ReadExternalData(const std::string& mod
   if (!planned.ok()) return planned;
   AMPC_RETURN_IF_ERROR(reader.CheckOverlaps());
   absl::Status read = VisitTensors(model, [&](TensorProto& tensor, const TensorSite& site) {
-    return reader.Read(tensor, site);
+    return reader.Read(tensor, site, defer_min_bytes);
   });
   if (!read.ok()) return read;
   return reader.files();
@@ -271,25 +295,54 @@ absl::Status ExternalDataWriter::Commit() {
   return file_.created() ? file_.Commit() : absl::OkStatus();
 }
 
+absl::StatusOr<uint64_t> ExternalDataWriter::Begin(uint64_t bytes) {
+  if (!file_.created()) {
+    AMPC_RETURN_IF_ERROR(file_.Create());
+  }
+  const uint64_t offset = (end_ + kDataAlignment - 1) / kDataAlignment * kDataAlignment;
+  const std::string padding(offset - end_, '\0');
+  AMPC_RETURN_IF_ERROR(file_.Write(padding.data(), padding.size()));
+  end_ = offset + bytes;
+  return offset;
+}
+
+absl::Status ExternalDataWriter::Write(const char* data, uint64_t size) {
+  return file_.Write(data, size);
+}
+
+void ExternalDataWriter::PointAt(TensorProto& tensor, uint64_t offset, uint64_t length) const {
+  tensor.clear_external_data();
+  AddEntry(tensor, "location", location_);
+  AddEntry(tensor, "offset", absl::StrCat(offset));
+  AddEntry(tensor, "length", absl::StrCat(length));
+  tensor.set_data_location(TensorProto::EXTERNAL);
+}
+
+// A deferred tensor in this file already is pointed at; one in an input's data is copied here.
+absl::Status ExternalDataWriter::PlaceDeferred(TensorProto& tensor) {
+  const DeferredSpan span = SpanOf(tensor);
+  if (span.file == kSinkFile) {
+    PointAt(tensor, span.offset, span.length);
+    return absl::OkStatus();
+  }
+  AMPC_ASSIGN_OR_RETURN(const uint64_t offset, Begin(span.length));
+  AMPC_RETURN_IF_ERROR(ForEachChunk(
+      tensor, kCopyChunkBytes, [&](const char* data, uint64_t size) { return Write(data, size); }));
+  PointAt(tensor, offset, span.length);
+  return absl::OkStatus();
+}
+
 absl::Status ExternalDataWriter::ExternalizeTensor(TensorProto& tensor) {
+  if (IsDeferred(tensor)) return PlaceDeferred(tensor);
   std::optional<uint64_t> bytes = DataBytes(tensor);
   if (tensor.data_location() == TensorProto::EXTERNAL || tensor.has_segment() || !bytes ||
       *bytes < min_bytes_ || !MoveTypedDataToRaw(tensor)) {
     return absl::OkStatus();
   }
-  if (!file_.created()) {
-    AMPC_RETURN_IF_ERROR(file_.Create());
-  }
-  uint64_t offset = (end_ + kDataAlignment - 1) / kDataAlignment * kDataAlignment;
-  const std::string padding(offset - end_, '\0');
-  AMPC_RETURN_IF_ERROR(file_.Write(padding.data(), padding.size()));
   const std::string& raw = tensor.raw_data();
-  AMPC_RETURN_IF_ERROR(file_.Write(raw.data(), raw.size()));
-  end_ = offset + raw.size();
-  AddEntry(tensor, "location", location_);
-  AddEntry(tensor, "offset", absl::StrCat(offset));
-  AddEntry(tensor, "length", absl::StrCat(raw.size()));
-  tensor.set_data_location(TensorProto::EXTERNAL);
+  AMPC_ASSIGN_OR_RETURN(const uint64_t offset, Begin(raw.size()));
+  AMPC_RETURN_IF_ERROR(Write(raw.data(), raw.size()));
+  PointAt(tensor, offset, raw.size());
   tensor.set_raw_data(std::string());  // frees the copy's buffer, not just its size
   tensor.clear_raw_data();
   return absl::OkStatus();

@@ -23,6 +23,8 @@
 #include "compiler/exit_codes.h"
 #include "compiler/external_data.h"
 #include "compiler/file_io.h"
+#include "compiler/tensor_walker.h"
+#include "passes/graph/deferred_data.h"
 #include "passes/graph/status_macros.h"
 
 namespace ampc {
@@ -35,6 +37,7 @@ using google::protobuf::io::CodedInputStream;
 using google::protobuf::io::CodedOutputStream;
 using google::protobuf::io::FileInputStream;
 using google::protobuf::io::FileOutputStream;
+using onnx::TensorProto;
 
 constexpr uint64_t kMaxInlineBytes = INT_MAX;  // protobuf's limit on one serialized message
 // Protobuf's default recursion limit, stated: it bounds the stack the parse, ONNX's checker and
@@ -173,7 +176,7 @@ absl::Status TextError(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<LoadedModel> LoadModel(const std::string& path) {
+absl::StatusOr<LoadedModel> LoadModel(const std::string& path, const LoadOptions& options) {
   uint64_t size = 0;
   absl::StatusOr<Fd> fd = OpenModelFile(path, size);
   if (!fd.ok()) return fd.status();
@@ -194,7 +197,8 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& path) {
   if (!loaded.model.has_graph()) {
     return absl::InvalidArgumentError(path + ": not a valid ONNX model (it has no graph)");
   }
-  absl::StatusOr<std::vector<std::string>> files = ReadExternalData(path, loaded.model);
+  absl::StatusOr<std::vector<std::string>> files =
+      ReadExternalData(path, loaded.model, options.defer_min_bytes);
   if (!files.ok()) return files.status();
   loaded.data_files = *std::move(files);
   loaded.used_external_data = !loaded.data_files.empty();
@@ -292,25 +296,34 @@ void RemoveUnusedDataFiles(const fs::path& target, const std::string& in_use,
 // once, so the data never goes to a file the model now at `path` reads. Whenever a save is
 // killed, the model in place is complete and so is the data it reads; the data files it no
 // longer reads are removed last.
-absl::Status SaveWithExternalData(onnx::ModelProto model, const std::string& path,
-                                  const SaveOptions& options) {
+absl::StatusOr<std::string> ChooseDataName(const std::string& path, const SaveOptions& options) {
   const fs::path target(path);
-  const std::string name = target.filename().string();
   const std::array<std::string, 3> names = DataNames(target);
   const auto chosen = std::find_if(names.begin(), names.end(), [&](const std::string& data) {
     return !FileContains(path, data) && !Kept((target.parent_path() / data).string(), options);
   });
   if (chosen == names.end()) {
-    return absl::UnavailableError(absl::StrCat(path, ": cannot write external data: ", name,
-                                               ".data, .alt.data and .alt2.data are all read, by "
-                                               "the model in place or by this run"));
+    return absl::UnavailableError(absl::StrCat(
+        path, ": cannot write external data: ", target.filename().string(),
+        ".data, .alt.data and .alt2.data are all read, by the model in place or by this run"));
   }
-  const std::string data_name = *chosen;
-  ExternalDataWriter data(path, data_name, options.external_min_bytes);
-  AMPC_RETURN_IF_ERROR(data.Externalize(model));
+  return *chosen;
+}
+
+absl::Status SaveWithExternalData(onnx::ModelProto model, const std::string& path,
+                                  const SaveOptions& options) {
+  const fs::path target(path);
+  std::unique_ptr<ExternalDataWriter> own;
+  ExternalDataWriter* data = options.data;
+  if (data == nullptr) {
+    AMPC_ASSIGN_OR_RETURN(own, OpenOutputData(path, options));
+    data = own.get();
+  }
+  const std::string data_name = data->data_name();
+  AMPC_RETURN_IF_ERROR(data->Externalize(model));
   TempFile model_file(path);
   AMPC_RETURN_IF_ERROR(WriteProto(model, path, model_file));
-  AMPC_RETURN_IF_ERROR(data.Commit());
+  AMPC_RETURN_IF_ERROR(data->Commit());
   AMPC_RETURN_IF_ERROR(model_file.Commit());
   SyncDirectory(path);
   FaultPoint("before-cleanup");
@@ -319,7 +332,46 @@ absl::Status SaveWithExternalData(onnx::ModelProto model, const std::string& pat
   return absl::OkStatus();
 }
 
+bool HoldsDeferred(const onnx::ModelProto& model) {
+  bool found = false;
+  // The visit only reads: VisitTensors takes the model mutable for the callers that rewrite.
+  VisitTensors(const_cast<onnx::ModelProto&>(model), [&](TensorProto& tensor, const TensorSite&) {
+    found = found || IsDeferred(tensor);
+    return absl::OkStatus();
+  }).IgnoreError();
+  return found;
+}
+
+// --external-data=never of a model whose data stayed in its files: read back into the copy.
+absl::Status SaveInlineReadingDeferred(onnx::ModelProto model, const std::string& path,
+                                       const SaveOptions& options) {
+  AMPC_RETURN_IF_ERROR(VisitTensors(model, [](TensorProto& tensor, const TensorSite&) {
+    if (!IsDeferred(tensor)) return absl::OkStatus();
+    std::string raw;
+    AMPC_RETURN_IF_ERROR(
+        ForEachChunk(tensor, uint64_t{8} << 20, [&](const char* data, uint64_t size) {
+          raw.append(data, size);
+          return absl::OkStatus();
+        }));
+    tensor.clear_external_data();
+    tensor.clear_data_location();
+    tensor.set_raw_data(std::move(raw));
+    return absl::OkStatus();
+  }));
+  TempFile file(path);
+  AMPC_RETURN_IF_ERROR(WriteProto(model, path, file));
+  AMPC_RETURN_IF_ERROR(file.Commit());
+  RemoveUnusedDataFiles(fs::path(path), "", options);
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<ExternalDataWriter>> OpenOutputData(const std::string& path,
+                                                                   const SaveOptions& options) {
+  AMPC_ASSIGN_OR_RETURN(const std::string data_name, ChooseDataName(path, options));
+  return std::make_unique<ExternalDataWriter>(path, data_name, options.external_min_bytes);
+}
 
 absl::Status SaveModel(const onnx::ModelProto& model, const std::string& path,
                        const SaveOptions& options) {
@@ -333,8 +385,12 @@ absl::Status SaveModel(const onnx::ModelProto& model, const std::string& path,
         absl::StrCat(path, ": cannot write: the input model reads its external data from it"));
   }
   absl::Status status;
-  if (WantsExternalData(model, options)) {
+  const bool deferred = HoldsDeferred(model);
+  if (options.data != nullptr || WantsExternalData(model, options) ||
+      (deferred && options.external_data != SaveOptions::ExternalData::kNever)) {
     status = SaveWithExternalData(model, path, options);
+  } else if (deferred) {
+    status = SaveInlineReadingDeferred(model, path, options);
   } else {
     TempFile file(path);
     status = WriteProto(model, path, file);

@@ -4,11 +4,13 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "compiler/external_data.h"
 
 namespace ampc {
 
@@ -24,7 +26,13 @@ struct LoadedModel {
 // A `location` is relative to the model's directory and may not leave it; a missing `length`
 // means dims x element size; `checksum` is accepted but not verified.
 // Errors are InvalidArgument/NotFound, one line, starting with `path` (and naming the tensor).
-absl::StatusOr<LoadedModel> LoadModel(const std::string& path);
+// With `defer_min_bytes` (0: none), tensors of at least that many bytes of external data stay
+// in their files (passes/graph/deferred_data.h) and are read when used: the compile of a large
+// model holds one chunk of its weights at a time.
+struct LoadOptions {
+  uint64_t defer_min_bytes = 0;
+};
+absl::StatusOr<LoadedModel> LoadModel(const std::string& path, const LoadOptions& options = {});
 
 struct SaveOptions {
   enum class ExternalData { kAuto, kAlways, kNever };
@@ -37,6 +45,9 @@ struct SaveOptions {
   int64_t external_min_bytes = 1024;
   // Files this save must neither write nor remove: the external data of the model it came from.
   std::vector<std::string> keep = {};
+  // The external data file, opened by OpenOutputData before the compile (the sink of its deferred
+  // tensors); null: the save opens one. Set, the save writes external data whatever the mode.
+  ExternalDataWriter* data = nullptr;
 };
 
 // Writes `model` to `path` through a temporary file renamed into place. External data goes to
@@ -48,6 +59,11 @@ struct SaveOptions {
 // (2 GiB or more with kNever) is InvalidArgument.
 absl::Status SaveModel(const onnx::ModelProto& model, const std::string& path,
                        const SaveOptions& options = {});
+
+// The external data file a save of `path` under `options` writes, opened now (written from the
+// first tensor on, renamed into place by the save; removed if the save never happens).
+absl::StatusOr<std::unique_ptr<ExternalDataWriter>> OpenOutputData(const std::string& path,
+                                                                   const SaveOptions& options);
 
 // `also`, then `path` and the external data files a save to `path` may write.
 std::vector<std::string> FilesASaveMayWrite(const std::string& path,

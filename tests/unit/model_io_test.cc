@@ -18,6 +18,7 @@
 #include "compiler/file_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "passes/graph/deferred_data.h"
 
 namespace ampc {
 namespace {
@@ -339,6 +340,79 @@ TEST_F(ModelIoTest, LoadsExternalDataFromSeveralFilesAndEveryTensorPlace) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_TRUE(ProtoEqual(loaded->model, expected));
   EXPECT_TRUE(loaded->used_external_data);
+}
+
+// --- Deferred data (passes/graph/deferred_data.h) --------------------------------------------
+
+// The bytes ForEachChunk gives for `tensor`, read in chunks of `chunk` bytes.
+std::string ChunkedBytes(const TensorProto& tensor, uint64_t chunk) {
+  std::string bytes;
+  const absl::Status status = ForEachChunk(tensor, chunk, [&](const char* data, uint64_t size) {
+    EXPECT_LE(size, chunk);
+    bytes.append(data, size);
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+  return bytes;
+}
+
+TEST_F(ModelIoTest, DeferredTensorsStayInTheirFilesAndReadBackInChunks) {
+  const onnx::ModelProto model = MakeModel();
+  ASSERT_TRUE(SaveModel(model, Path("in.onnx"), {.external_data = External::kAlways}).ok());
+  absl::StatusOr<LoadedModel> loaded = LoadModel(Path("in.onnx"), {.defer_min_bytes = 1});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const std::vector<TensorProto*> expected = Tensors(const_cast<onnx::ModelProto&>(model));
+  const std::vector<TensorProto*> deferred = Tensors(loaded->model);
+  ASSERT_EQ(deferred.size(), expected.size());
+  for (size_t i = 0; i < deferred.size(); ++i) {
+    EXPECT_TRUE(IsDeferred(*deferred[i])) << deferred[i]->name();
+    EXPECT_FALSE(deferred[i]->has_raw_data());
+    EXPECT_EQ(ChunkedBytes(*deferred[i], 300), expected[i]->raw_data()) << deferred[i]->name();
+  }
+  // Saved, the deferred data is copied to the output's own file and reads back as it was.
+  ASSERT_TRUE(SaveModel(loaded->model, Path("out.onnx"), {.keep = loaded->data_files}).ok());
+  absl::StatusOr<LoadedModel> again = LoadModel(Path("out.onnx"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(ProtoEqual(again->model, model));
+  EXPECT_EQ(ReadFile(Path("in.onnx.data")).size() % 4096, 2048u);  // the input's data, untouched
+}
+
+TEST_F(ModelIoTest, ADataFileThatShrankAfterLoadingIsAnErrorNamingFileAndTensor) {
+  ASSERT_TRUE(SaveModel(MakeModel(), Path("in.onnx"), {.external_data = External::kAlways}).ok());
+  absl::StatusOr<LoadedModel> loaded = LoadModel(Path("in.onnx"), {.defer_min_bytes = 1});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(::truncate(Path("in.onnx.data").c_str(), 100), 0);
+  const TensorProto& tensor = loaded->model.graph().initializer(0);
+  const absl::Status status =
+      ForEachChunk(tensor, 1 << 20, [](const char*, uint64_t) { return absl::OkStatus(); });
+  EXPECT_THAT(status.message(), HasSubstr("in.onnx.data"));
+  EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("'", tensor.name(), "'")));
+  EXPECT_THAT(status.message(), HasSubstr("ended before its data"));
+}
+
+TEST_F(ModelIoTest, TensorsConvertedDuringACompileGoStraightToTheOutputsData) {
+  ASSERT_TRUE(SaveModel(MakeModel(), Path("in.onnx"), {.external_data = External::kAlways}).ok());
+  absl::StatusOr<LoadedModel> loaded = LoadModel(Path("in.onnx"), {.defer_min_bytes = 1});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  SaveOptions options{.keep = loaded->data_files};
+  absl::StatusOr<std::unique_ptr<ExternalDataWriter>> data =
+      OpenOutputData(Path("out.onnx"), options);
+  ASSERT_TRUE(data.ok()) << data.status();
+  options.data = data->get();
+  // What a conversion does: the tensor's new bytes written to the sink as they are made.
+  TensorProto& first = *loaded->model.mutable_graph()->mutable_initializer(0);
+  const std::string replaced = Pattern(2048, 42);
+  absl::StatusOr<uint64_t> offset = options.data->Begin(replaced.size());
+  ASSERT_TRUE(offset.ok()) << offset.status();
+  ASSERT_TRUE(options.data->Write(replaced.data(), replaced.size()).ok());
+  MakeDeferred(first, {kSinkFile, *offset, replaced.size()});
+  EXPECT_FALSE(fs::exists(Path("out.onnx.data")));  // a temporary file until the save
+  ASSERT_TRUE(SaveModel(loaded->model, Path("out.onnx"), options).ok());
+  absl::StatusOr<LoadedModel> saved = LoadModel(Path("out.onnx"));
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->model.graph().initializer(0).raw_data(), replaced);
+  EXPECT_EQ(Files(),
+            (std::vector<std::string>{"in.onnx", "in.onnx.data", "out.onnx", "out.onnx.data"}));
 }
 
 // --- Load errors -----------------------------------------------------------------------------

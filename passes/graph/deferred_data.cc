@@ -1,0 +1,129 @@
+#include "passes/graph/deferred_data.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "passes/graph/tensor_data.h"
+
+namespace ampc {
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::vector<std::pair<int, std::string>> files;  // (fd, path)
+  DeferredSink* sink = nullptr;
+};
+
+Registry& Files() {
+  static Registry* registry = new Registry;  // never freed: its files stay open until exit
+  return *registry;
+}
+
+const std::string* Entry(const onnx::TensorProto& tensor, const char* key) {
+  for (const onnx::StringStringEntryProto& entry : tensor.external_data()) {
+    if (entry.key() == key) return &entry.value();
+  }
+  return nullptr;
+}
+
+uint64_t Number(const std::string* text) {
+  uint64_t value = 0;
+  if (text != nullptr && !absl::SimpleAtoi(*text, &value)) value = 0;
+  return value;
+}
+
+void Add(onnx::TensorProto& tensor, const char* key, const std::string& value) {
+  onnx::StringStringEntryProto* entry = tensor.add_external_data();
+  entry->set_key(key);
+  entry->set_value(value);
+}
+
+absl::Status ReadChunks(const onnx::TensorProto& tensor, uint64_t chunk_bytes, const ChunkFn& fn) {
+  const DeferredSpan span = SpanOf(tensor);
+  if (span.file == kSinkFile) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "tensor '", tensor.name(), "': its data was written to the output and is not read back"));
+  }
+  std::pair<int, std::string> file;
+  {
+    Registry& registry = Files();
+    std::lock_guard<std::mutex> lock(registry.mutex);
+    if (span.file < 0 || span.file >= static_cast<int>(registry.files.size())) {
+      return absl::InternalError(
+          absl::StrCat("tensor '", tensor.name(), "': no data file ", span.file, " is registered"));
+    }
+    file = registry.files[span.file];
+  }
+  const uint64_t element = std::max<uint64_t>(ElementSize(tensor.data_type()).value_or(1), 1);
+  chunk_bytes = std::max(chunk_bytes / element, uint64_t{1}) * element;
+  std::string buffer(std::min(chunk_bytes, span.length), '\0');
+  for (uint64_t done = 0; done < span.length;) {
+    const uint64_t want = std::min<uint64_t>(buffer.size(), span.length - done);
+    for (uint64_t have = 0; have < want;) {  // pread may return less than asked
+      const ssize_t got =
+          ::pread(file.first, buffer.data() + have, want - have, span.offset + done + have);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            file.second, ": tensor '", tensor.name(), "': ",
+            got == 0 ? "the file ended before its data (did it shrink?)" : std::strerror(errno)));
+      }
+      have += static_cast<uint64_t>(got);
+    }
+    absl::Status status = fn(buffer.data(), want);
+    if (!status.ok()) return status;
+    done += want;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int AddDeferredFile(int fd, std::string path) {
+  Registry& registry = Files();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  registry.files.emplace_back(fd, std::move(path));
+  return static_cast<int>(registry.files.size()) - 1;
+}
+
+void SetDeferredSink(DeferredSink* sink) { Files().sink = sink; }
+
+DeferredSink* DeferredSinkOrNull() { return Files().sink; }
+
+bool IsDeferred(const onnx::TensorProto& tensor) {
+  if (tensor.data_location() != onnx::TensorProto::EXTERNAL) return false;
+  const std::string* location = Entry(tensor, "location");
+  return location != nullptr && *location == kDeferredLocation;
+}
+
+DeferredSpan SpanOf(const onnx::TensorProto& tensor) {
+  const std::string* file = Entry(tensor, kDeferredFileKey);
+  int index = 0;
+  if (file == nullptr || !absl::SimpleAtoi(*file, &index)) index = kSinkFile;
+  return {index, Number(Entry(tensor, "offset")), Number(Entry(tensor, "length"))};
+}
+
+void MakeDeferred(onnx::TensorProto& tensor, const DeferredSpan& span) {
+  tensor.clear_raw_data();
+  tensor.clear_external_data();
+  tensor.set_data_location(onnx::TensorProto::EXTERNAL);
+  Add(tensor, "location", kDeferredLocation);
+  Add(tensor, "offset", absl::StrCat(span.offset));
+  Add(tensor, "length", absl::StrCat(span.length));
+  Add(tensor, kDeferredFileKey, absl::StrCat(span.file));
+}
+
+absl::Status ForEachChunk(const onnx::TensorProto& tensor, uint64_t chunk_bytes,
+                          const ChunkFn& fn) {
+  if (IsDeferred(tensor)) return ReadChunks(tensor, chunk_bytes, fn);
+  if (!tensor.raw_data().empty()) return fn(tensor.raw_data().data(), tensor.raw_data().size());
+  const std::string bytes = RawBytes(tensor);
+  return fn(bytes.data(), bytes.size());
+}
+
+}  // namespace ampc
