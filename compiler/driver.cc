@@ -35,6 +35,7 @@
 #include "compiler/run_command.h"
 #include "compiler/train_command.h"
 #include "compiler/train_flags.h"
+#include "passes/graph/deferred_data.h"
 #include "passes/graph/status_macros.h"
 #include "passes/registry.h"
 #include "passes/upgrade_opset.h"
@@ -58,6 +59,9 @@ ABSL_FLAG(bool, time_passes, false,
 
 namespace ampc {
 namespace {
+
+// Tensors with this much external data or more stay in their files during a compile.
+constexpr uint64_t kDeferMinBytes = uint64_t{1} << 20;
 
 constexpr char kUsage[] = R"(ampc: ahead-of-time mixed precision for ONNX models
 
@@ -378,10 +382,24 @@ absl::Status Compile(const std::string& input) {
   if (!output.empty()) files = FilesASaveMayWrite(output, {input});
   AMPC_RETURN_IF_ERROR(StageReport(files, report));
   StepTimer timer;
-  absl::StatusOr<LoadedModel> loaded = LoadModel(input);
+  // A compile that saves leaves large weights in the input's data files (docs/architecture.md,
+  // "Large models"); --train reads and rewrites every weight, so it loads them.
+  const bool defer =
+      !output.empty() && *mode != SaveOptions::ExternalData::kNever && !options.training.enabled;
+  absl::StatusOr<LoadedModel> loaded = LoadModel(input, {defer ? kDeferMinBytes : uint64_t{0}});
   if (!loaded.ok()) return loaded.status();
   timer.Report("load");
   NoteInputs(input, *loaded);
+  SaveOptions save;
+  save.external_data = *mode;
+  save.input_used_external_data = loaded->used_external_data;
+  save.keep = loaded->data_files;
+  std::unique_ptr<ExternalDataWriter> data;
+  if (defer && loaded->used_external_data) {
+    AMPC_ASSIGN_OR_RETURN(data, OpenOutputData(output, save));
+    save.data = data.get();
+  }
+  const DeferredSinkScope sink(data.get());
   CompileSummary summary;
   absl::StatusOr<std::shared_ptr<PrecisionPlan>> plan =
       CompileModel(input, loaded->model, options, *pipeline, summary);
@@ -392,12 +410,8 @@ absl::Status Compile(const std::string& input) {
   }
   summary.output = output;
   if (!output.empty()) {
-    SaveOptions options;
-    options.external_data = *mode;
-    options.input_used_external_data = loaded->used_external_data;
-    options.keep = loaded->data_files;
     timer = StepTimer();
-    AMPC_RETURN_IF_ERROR(SaveModel(loaded->model, output, options));
+    AMPC_RETURN_IF_ERROR(SaveModel(loaded->model, output, save));
     timer.Report("save");
   }
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -422,8 +436,8 @@ const std::vector<std::string>& FlagsOf(const std::string& command) {
     const std::vector<std::string> autocast = {"dtype",      "low_io", "block_op", "block_node",
                                                "lower_node", "policy", "clamp",    "standard_ops"};
     const std::vector<std::string> training = {
-        "train",      "loss",     "loss_op",     "optimizer",  "weight_decay",
-        "momentum",   "nesterov", "freeze",      "loss_scale", "clip_grad_norm",
+        "train",      "loss",     "loss_op",      "optimizer",  "weight_decay",
+        "momentum",   "nesterov", "freeze",       "loss_scale", "clip_grad_norm",
         "accumulate", "lr",       "train_config", "untie",      "dropout"};
     const std::vector<std::string> pipeline = {"passes",      "print_after", "print_pipeline",
                                                "time_passes", "report",      "target_opset"};

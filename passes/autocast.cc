@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "passes/float_support.h"
+#include "passes/graph/deferred_data.h"
 #include "passes/graph/graph_index.h"
 #include "passes/graph/tensor_data.h"
 #include "passes/opset/standard_op_versions.h"
@@ -44,16 +45,21 @@ bool IsFloat(int dtype) {
          dtype == TensorProto::BFLOAT16;
 }
 
+constexpr uint64_t kMaxChunkBytes = uint64_t{8} << 20;
+
 // Largest finite |x| of a float32 constant; 0 when it has none.
 float MaxFiniteAbs(const TensorProto& tensor) {
   if (tensor.data_type() != TensorProto::FLOAT) return 0;
-  const std::string bytes = RawBytes(tensor);
   float max = 0;
-  for (size_t i = 0; i + 4 <= bytes.size(); i += 4) {
-    float v;
-    std::memcpy(&v, bytes.data() + i, 4);
-    if (std::isfinite(v)) max = std::max(max, std::fabs(v));
-  }
+  // A read error is the conversion's or the save's to report; what was read still counts.
+  ForEachChunk(tensor, kMaxChunkBytes, [&](const char* bytes, uint64_t size) {
+    for (uint64_t i = 0; i + 4 <= size; i += 4) {
+      float v;
+      std::memcpy(&v, bytes + i, 4);
+      if (std::isfinite(v)) max = std::max(max, std::fabs(v));
+    }
+    return absl::OkStatus();
+  }).IgnoreError();
   return max;
 }
 

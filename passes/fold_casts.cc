@@ -15,6 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "passes/float_support.h"
 #include "passes/graph/convert_constant.h"
+#include "passes/graph/convert_deferred.h"
+#include "passes/graph/deferred_data.h"
 #include "passes/graph/graph_index.h"
 #include "passes/graph/name_allocator.h"
 #include "passes/graph/remove_if.h"
@@ -76,11 +78,23 @@ bool IsExactOp(const NodeProto& node) {
          node.output_size() > 0 && !node.input(0).empty() && !node.output(0).empty();
 }
 
-// Whether the tensor's values are in the proto (not external) and fill its dims.
-bool HasInlineData(const TensorProto& tensor) {
+// Whether the tensor's values are in the proto (not external) and fill its dims, or are deferred
+// in an input's data file (passes/graph/deferred_data.h).
+bool HasData(const TensorProto& tensor) {
+  if (IsDeferred(tensor)) return SpanOf(tensor).file != kSinkFile;
   const std::optional<uint64_t> bytes = DataBytes(tensor);
   if (!bytes || tensor.data_location() == TensorProto::EXTERNAL) return false;
-  return RawBytes(tensor).size() == *bytes;
+  return HeldBytes(tensor) == *bytes;
+}
+
+// `tensor` as `to` as a Cast at run time would give it (rounding and overflow alike); nullopt
+// when deferred data cannot be read (the save reports it if the tensor is still used).
+std::optional<TensorProto> ConvertLikeCast(const TensorProto& tensor, int to) {
+  ConversionStats stats;
+  if (!IsDeferred(tensor)) return ConvertConstant(tensor, to, /*clamp=*/false, stats);
+  absl::StatusOr<TensorProto> converted = ConvertDeferred(tensor, to, /*clamp=*/false, stats);
+  if (!converted.ok()) return std::nullopt;
+  return *std::move(converted);
 }
 
 // The elem type the model states for `value`: a Cast's `to`, else its declared type; 0 if unknown.
@@ -322,15 +336,15 @@ std::optional<std::string> CastFolder::RoundTripSource(const std::string& in, in
 std::optional<std::string> CastFolder::FoldConstant(const std::string& in, int to) {
   const TensorProto* tensor = Constant(in);
   if (tensor == nullptr || !shared_.initializers_allowed || shared_.master_weights.contains(in) ||
-      !IsConvertible(to) || !IsConvertible(tensor->data_type()) || !HasInlineData(*tensor)) {
+      !IsConvertible(to) || !IsConvertible(tensor->data_type()) || !HasData(*tensor)) {
     return std::nullopt;
   }
   if (tensor->data_type() == to) return in;
-  ConversionStats stats;  // a Cast at run time rounds and overflows alike
-  TensorProto converted = ConvertConstant(*tensor, to, /*clamp=*/false, stats);
-  converted.set_name(shared_.FreshName(absl::StrCat(in, "_", DtypeName(to))));
-  shared_.created.insert(converted.name());
-  const TensorProto& added = edits_.initializers.emplace_back(std::move(converted));
+  std::optional<TensorProto> converted = ConvertLikeCast(*tensor, to);
+  if (!converted) return std::nullopt;
+  converted->set_name(shared_.FreshName(absl::StrCat(in, "_", DtypeName(to))));
+  shared_.created.insert(converted->name());
+  const TensorProto& added = edits_.initializers.emplace_back(*std::move(converted));
   created_[added.name()] = &added;
   return added.name();
 }

@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "passes/float_support.h"
 #include "passes/graph/convert_constant.h"
+#include "passes/graph/convert_deferred.h"
+#include "passes/graph/deferred_data.h"
 #include "passes/graph/graph_index.h"
 #include "passes/graph/name_allocator.h"
 #include "passes/graph/remove_if.h"
@@ -73,6 +75,7 @@ struct Shared {
   // the names in the model, and a renamed output must stay findable by its old name.
   std::vector<std::unique_ptr<std::string>> retired_names;
   bool ampc_versions = false;  // the graph has ai.ampc versions of standard ops
+  absl::Status io;             // the first failure to read or write a deferred tensor's data
 };
 
 // Renames output `slot` of `node` with a new string object, moving the old one to `retired`
@@ -334,7 +337,15 @@ std::string GraphRewriter::Convert(const std::string& key, const Value& value, i
 
 std::string GraphRewriter::ConvertConstant(const std::string& key, const Value& value, int dtype) {
   ConversionStats stats;
-  TensorProto converted = ampc::ConvertConstant(*value.constant, dtype, plan_.clamp, stats);
+  TensorProto converted;
+  if (IsDeferred(*value.constant)) {
+    absl::StatusOr<TensorProto> streamed =
+        ConvertDeferred(*value.constant, dtype, plan_.clamp, stats);
+    if (streamed.ok()) converted = *std::move(streamed);
+    if (!streamed.ok() && shared_.io.ok()) shared_.io = streamed.status();
+  } else {
+    converted = ampc::ConvertConstant(*value.constant, dtype, plan_.clamp, stats);
+  }
   plan_.values_clamped += stats.clamped;
   plan_.values_flushed_to_zero += stats.flushed_to_zero;
   if (stats.overflowed > 0) {
@@ -485,9 +496,12 @@ absl::StatusOr<PassResult> InsertCasts::Run(ModelContext& context) {
                 CastOpset(OpsetsOf(context.model)),
                 {},
                 {},
-                {}};
+                {},
+                false,
+                absl::OkStatus()};
   shared.master_weights = MasterWeights(context.model, training_);
   GraphRewriter(*context.model.mutable_graph(), **index, nullptr, shared).Run();
+  if (!shared.io.ok()) return shared.io;
   absl::flat_hash_set<std::string> reads;
   if (!shared.converted_constants.empty()) {
     CollectReads(context.model.graph(), shared.converted_constants, reads);

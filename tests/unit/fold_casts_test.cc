@@ -1,7 +1,9 @@
 #include "passes/fold_casts.h"
 
 #include <onnx/checker.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/numerics/half.h"
+#include "passes/graph/deferred_data.h"
 #include "passes/graph/onnx_status.h"
 #include "passes/infer_types.h"
 #include "tests/support/model_text.h"
@@ -176,6 +179,31 @@ TEST(FoldCastsTest, InitializerCastFoldsIntoConvertedInitializer) {
   EXPECT_THAT(converted.dims(), ElementsAre(4));
   EXPECT_THAT(Bits16(converted), ElementsAre(FloatToHalf(1.0f), FloatToHalf(0.1f),
                                              FloatToHalf(70000.0f), FloatToHalf(-0.0000001f)));
+}
+
+// A weight left in its data file (passes/graph/deferred_data.h) folds as one in memory would.
+TEST(FoldCastsTest, DeferredInitializerCastFoldsFromItsFile) {
+  onnx::ModelProto model = Typed(R"(<ir_version: 8, opset_import: ["" : 17]>
+      g (float16[4] X) => (float16[4] Y) <float[4] W = {0, 0, 0, 0}> {
+        Wh = Cast<to = 10>(W)
+        Y = Add(X, Wh)
+      })");
+  const float values[4] = {1.0f, 0.1f, 70000.0f, -0.0000001f};
+  FILE* file = std::tmpfile();
+  ASSERT_NE(file, nullptr);
+  ASSERT_EQ(std::fwrite(values, sizeof(values), 1, file), 1u);
+  ASSERT_EQ(std::fflush(file), 0);
+  const int index = AddDeferredFile(::dup(::fileno(file)), "test.onnx.data");
+  std::fclose(file);
+  TensorProto& weight = *model.mutable_graph()->mutable_initializer(0);
+  weight.clear_float_data();
+  MakeDeferred(weight, {index, 0, sizeof(values)});
+  EXPECT_TRUE(Fold(model));
+  EXPECT_THAT(Nodes(model.graph()), ElementsAre("Y = Add(X, W_fp16)"));
+  ASSERT_THAT(InitializerNames(model.graph()), ElementsAre("W_fp16"));
+  EXPECT_THAT(Bits16(model.graph().initializer(0)),
+              ElementsAre(FloatToHalf(1.0f), FloatToHalf(0.1f), FloatToHalf(70000.0f),
+                          FloatToHalf(-0.0000001f)));
 }
 
 TEST(FoldCastsTest, ConstantNodeCastFolds) {
