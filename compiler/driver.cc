@@ -31,8 +31,10 @@
 #include "compiler/model_io.h"
 #include "compiler/pipeline.h"
 #include "compiler/printer.h"
+#include "compiler/progress.h"
 #include "compiler/report.h"
 #include "compiler/run_command.h"
+#include "compiler/tensor_walker.h"
 #include "compiler/train_command.h"
 #include "compiler/train_flags.h"
 #include "passes/graph/deferred_data.h"
@@ -62,6 +64,16 @@ namespace {
 
 // Tensors with this much external data or more stay in their files during a compile.
 constexpr uint64_t kDeferMinBytes = uint64_t{1} << 20;
+
+// The deferred tensors of `model` and their bytes: what the progress line counts to.
+DeferredProgress DeferredTotals(onnx::ModelProto& model) {
+  DeferredProgress totals;
+  VisitTensors(model, [&](onnx::TensorProto& tensor, const TensorSite&) {
+    if (IsDeferred(tensor)) totals = {totals.tensors + 1, totals.bytes + SpanOf(tensor).length};
+    return absl::OkStatus();
+  }).IgnoreError();
+  return totals;
+}
 
 constexpr char kUsage[] = R"(ampc: ahead-of-time mixed precision for ONNX models
 
@@ -400,6 +412,9 @@ absl::Status Compile(const std::string& input) {
     save.data = data.get();
   }
   const DeferredSinkScope sink(data.get());
+  const DeferredProgress totals = DeferredTotals(loaded->model);
+  std::optional<ProgressLine> progress;
+  progress.emplace(totals.tensors, totals.bytes);
   CompileSummary summary;
   absl::StatusOr<std::shared_ptr<PrecisionPlan>> plan =
       CompileModel(input, loaded->model, options, *pipeline, summary);
@@ -414,6 +429,7 @@ absl::Status Compile(const std::string& input) {
     AMPC_RETURN_IF_ERROR(SaveModel(loaded->model, output, save));
     timer.Report("save");
   }
+  progress.reset();
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   absl::Status status = WriteReport(summary, report);
   if (status.ok()) std::cerr << SummaryLine(summary) << "\n";

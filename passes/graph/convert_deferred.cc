@@ -50,8 +50,10 @@ absl::StatusOr<onnx::TensorProto> ConvertDeferred(const onnx::TensorProto& tenso
               absl::StrCat("ConvertDeferred: ", tensor.name(), ": not a float conversion"));
         }
         written += n * to_size;
+        AddDeferredProgress(0, size);
         return sink == nullptr ? absl::OkStatus() : sink->Write(dst, n * to_size);
       }));
+  AddDeferredProgress(1, 0);
   if (sink == nullptr) {
     out.set_raw_data(std::move(converted));
   } else {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -18,6 +19,9 @@ struct Registry {
   std::vector<std::pair<int, std::string>> files;  // (fd, path)
   DeferredSink* sink = nullptr;
 };
+
+std::atomic<uint64_t> progress_tensors{0};
+std::atomic<uint64_t> progress_bytes{0};
 
 Registry& Files() {
   static Registry* registry = new Registry;  // never freed: its files stay open until exit
@@ -94,6 +98,16 @@ int AddDeferredFile(int fd, std::string path) {
 void SetDeferredSink(DeferredSink* sink) { Files().sink = sink; }
 
 DeferredSink* DeferredSinkOrNull() { return Files().sink; }
+
+void AddDeferredProgress(uint64_t tensors, uint64_t bytes) {
+  progress_tensors.fetch_add(tensors, std::memory_order_relaxed);
+  progress_bytes.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+DeferredProgress DeferredProgressSoFar() {
+  return {progress_tensors.load(std::memory_order_relaxed),
+          progress_bytes.load(std::memory_order_relaxed)};
+}
 
 bool IsDeferred(const onnx::TensorProto& tensor) {
   if (tensor.data_location() != onnx::TensorProto::EXTERNAL) return false;

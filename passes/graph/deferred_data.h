@@ -56,6 +56,15 @@ class DeferredSinkScope {
   DeferredSinkScope& operator=(const DeferredSinkScope&) = delete;
 };
 
+// What the compile has written of its deferred tensors (converted or copied to the output),
+// counted in bytes of their input data: the progress a long compile shows.
+struct DeferredProgress {
+  uint64_t tensors = 0;
+  uint64_t bytes = 0;
+};
+void AddDeferredProgress(uint64_t tensors, uint64_t bytes);
+DeferredProgress DeferredProgressSoFar();
+
 bool IsDeferred(const onnx::TensorProto& tensor);
 // Where a deferred tensor's data lies (IsDeferred must hold).
 DeferredSpan SpanOf(const onnx::TensorProto& tensor);
