@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "passes/float_support.h"
-#include "passes/graph/deferred_data.h"
+#include "passes/graph/float_scan.h"
 #include "passes/graph/graph_index.h"
 #include "passes/graph/tensor_data.h"
 #include "passes/opset/standard_op_versions.h"
@@ -43,24 +43,6 @@ int ElemType(const onnx::TypeProto* type) {
 bool IsFloat(int dtype) {
   return dtype == TensorProto::FLOAT || dtype == TensorProto::FLOAT16 ||
          dtype == TensorProto::BFLOAT16;
-}
-
-constexpr uint64_t kMaxChunkBytes = uint64_t{8} << 20;
-
-// Largest finite |x| of a float32 constant; 0 when it has none.
-float MaxFiniteAbs(const TensorProto& tensor) {
-  if (tensor.data_type() != TensorProto::FLOAT) return 0;
-  float max = 0;
-  // A read error is the conversion's or the save's to report; what was read still counts.
-  ForEachChunk(tensor, kMaxChunkBytes, [&](const char* bytes, uint64_t size) {
-    for (uint64_t i = 0; i + 4 <= size; i += 4) {
-      float v;
-      std::memcpy(&v, bytes + i, 4);
-      if (std::isfinite(v)) max = std::max(max, std::fabs(v));
-    }
-    return absl::OkStatus();
-  }).IgnoreError();
-  return max;
 }
 
 // A Conv weight's output channels (dim 0), or 0 when unknown.
@@ -477,7 +459,7 @@ bool Planner::UsesAmpcVersion(const onnx::NodeProto& node, int dtype, NodePlan& 
 
 float Planner::MaxAbs(const TensorProto& tensor) {
   auto [it, inserted] = max_abs_.try_emplace(&tensor, 0.0f);
-  if (inserted) it->second = MaxFiniteAbs(tensor);
+  if (inserted) it->second = ScanFloats(tensor).max_finite_abs;
   return it->second;
 }
 

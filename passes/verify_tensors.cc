@@ -1,14 +1,12 @@
 #include "passes/verify_tensors.h"
 
-#include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "passes/graph/deferred_data.h"
+#include "passes/graph/float_scan.h"
 #include "passes/graph/graph_index.h"
 #include "passes/graph/status_macros.h"
 #include "passes/graph/tensor_data.h"
@@ -19,79 +17,6 @@ namespace {
 using onnx::TensorProto;
 
 constexpr int32_t kNewestDataType = onnx::TensorProto_DataType_DataType_MAX;
-
-struct NonFinite {
-  int64_t nan = 0, inf = 0;
-};
-
-// 16-bit floats by their bits: an all-ones exponent is NaN (mantissa set) or infinity.
-void Count16(uint16_t bits, uint16_t exponent, uint16_t mantissa, NonFinite& count) {
-  if ((bits & exponent) != exponent) return;
-  ++((bits & mantissa) != 0 ? count.nan : count.inf);
-}
-
-constexpr uint64_t kChunkBytes = uint64_t{8} << 20;
-
-template <typename T>
-void CountFloat(T value, NonFinite& count) {
-  if (std::isnan(value)) ++count.nan;
-  if (std::isinf(value)) ++count.inf;
-}
-
-// The i-th element of raw bytes as T (little-endian, maybe unaligned).
-template <typename T>
-T RawAt(const char* raw, size_t i) {
-  T value;
-  std::memcpy(&value, raw + i * sizeof(T), sizeof(T));
-  return value;
-}
-
-// Counts the NaN and infinite values among `size` bytes of raw data of a `type` tensor.
-void CountRaw(int type, const char* raw, uint64_t size, NonFinite& count) {
-  const bool half = type == TensorProto::FLOAT16;
-  const uint16_t exponent = half ? 0x7c00 : 0x7f80, mantissa = half ? 0x03ff : 0x007f;
-  switch (type) {
-    case TensorProto::FLOAT:
-      for (size_t i = 0; i < size / 4; ++i) CountFloat(RawAt<float>(raw, i), count);
-      break;
-    case TensorProto::DOUBLE:
-      for (size_t i = 0; i < size / 8; ++i) CountFloat(RawAt<double>(raw, i), count);
-      break;
-    case TensorProto::FLOAT16:
-    case TensorProto::BFLOAT16:
-      for (size_t i = 0; i < size / 2; ++i) {
-        Count16(RawAt<uint16_t>(raw, i), exponent, mantissa, count);
-      }
-      break;
-    default:
-      break;
-  }
-}
-
-// A deferred tensor's data is read in chunks; a read error is the conversion's or the save's to
-// report.
-NonFinite CountNonFinite(const TensorProto& t) {
-  NonFinite count;
-  const int type = t.data_type();
-  if (IsDeferred(t)) {
-    ForEachChunk(t, kChunkBytes, [&](const char* data, uint64_t size) {
-      CountRaw(type, data, size, count);
-      return absl::OkStatus();
-    }).IgnoreError();
-    return count;
-  }
-  CountRaw(type, t.raw_data().data(), t.raw_data().size(), count);
-  const bool half = type == TensorProto::FLOAT16;
-  const uint16_t exponent = half ? 0x7c00 : 0x7f80, mantissa = half ? 0x03ff : 0x007f;
-  if (type == TensorProto::FLOAT) {
-    for (float v : t.float_data()) CountFloat(v, count);
-  } else if (type == TensorProto::DOUBLE) {
-    for (double v : t.double_data()) CountFloat(v, count);
-  } else if (type == TensorProto::FLOAT16 || type == TensorProto::BFLOAT16) {
-    for (int32_t v : t.int32_data()) Count16(static_cast<uint16_t>(v), exponent, mantissa, count);
-  }
-  return count;
-}
 
 std::string DimsText(const TensorProto& t) {
   return absl::StrCat("[", absl::StrJoin(t.dims(), ","), "]");
@@ -183,7 +108,7 @@ class TensorWalk {
  private:
   absl::Status Tensor(const TensorProto& t, const std::string& where) {
     AMPC_RETURN_IF_ERROR(CheckData(t, where));
-    const NonFinite count = CountNonFinite(t);
+    const FloatScan count = ScanFloats(t);
     if (count.nan == 0 && count.inf == 0) return absl::OkStatus();
     if (reported_ == kMaxNonFiniteWarnings) {
       ++unreported_;
