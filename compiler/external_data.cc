@@ -26,7 +26,6 @@ namespace fs = std::filesystem;
 using onnx::TensorProto;
 
 constexpr uint64_t kDataAlignment = 4096;  // page size: a runtime can mmap each tensor
-constexpr uint64_t kCopyChunkBytes = uint64_t{8} << 20;
 
 // A location must name a file inside the model's directory.
 bool StaysInside(const std::string& location) {
@@ -326,10 +325,11 @@ absl::Status ExternalDataWriter::PlaceDeferred(TensorProto& tensor) {
     return absl::OkStatus();
   }
   AMPC_ASSIGN_OR_RETURN(const uint64_t offset, Begin(span.length));
-  AMPC_RETURN_IF_ERROR(ForEachChunk(tensor, kCopyChunkBytes, [&](const char* data, uint64_t size) {
-    AddDeferredProgress(0, size);
-    return Write(data, size);
-  }));
+  AMPC_RETURN_IF_ERROR(
+      ForEachChunk(tensor, kDeferredChunkBytes, [&](const char* data, uint64_t size) {
+        AddDeferredProgress(0, size);
+        return Write(data, size);
+      }));
   AddDeferredProgress(1, 0);
   PointAt(tensor, offset, span.length);
   return absl::OkStatus();

@@ -349,7 +349,7 @@ absl::Status SaveInlineReadingDeferred(onnx::ModelProto model, const std::string
     if (!IsDeferred(tensor)) return absl::OkStatus();
     std::string raw;
     AMPC_RETURN_IF_ERROR(
-        ForEachChunk(tensor, uint64_t{8} << 20, [&](const char* data, uint64_t size) {
+        ForEachChunk(tensor, kDeferredChunkBytes, [&](const char* data, uint64_t size) {
           raw.append(data, size);
           return absl::OkStatus();
         }));

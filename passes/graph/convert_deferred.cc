@@ -9,11 +9,6 @@
 #include "passes/graph/tensor_data.h"
 
 namespace ampc {
-namespace {
-
-constexpr uint64_t kChunkBytes = uint64_t{8} << 20;
-
-}  // namespace
 
 absl::StatusOr<onnx::TensorProto> ConvertDeferred(const onnx::TensorProto& tensor, int to,
                                                   bool clamp, ConversionStats& stats) {
@@ -37,8 +32,8 @@ absl::StatusOr<onnx::TensorProto> ConvertDeferred(const onnx::TensorProto& tenso
   uint64_t written = 0;
   if (sink == nullptr) converted.resize(span.length);
   const int threads = std::thread::hardware_concurrency() >= 2 ? 2 : 1;
-  AMPC_RETURN_IF_ERROR(
-      ForEachChunk(tensor, kChunkBytes, [&](const char* data, uint64_t size) -> absl::Status {
+  AMPC_RETURN_IF_ERROR(ForEachChunk(
+      tensor, kDeferredChunkBytes, [&](const char* data, uint64_t size) -> absl::Status {
         const uint64_t n = size / from_size;
         char* dst = converted.data() + written;
         if (sink != nullptr) {

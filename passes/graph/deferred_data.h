@@ -24,6 +24,8 @@ namespace ampc {
 inline constexpr char kDeferredLocation[] = "#ampc";
 inline constexpr char kDeferredFileKey[] = "ampc.file";
 inline constexpr int kSinkFile = -1;
+// The chunk every reader of deferred data takes at a time: what a compile holds of one weight.
+inline constexpr uint64_t kDeferredChunkBytes = uint64_t{8} << 20;
 
 // Where the data of tensors made during a compile goes: the output's external data file.
 class DeferredSink {

@@ -14,8 +14,6 @@ namespace {
 
 using onnx::TensorProto;
 
-constexpr uint64_t kChunkBytes = uint64_t{8} << 20;
-
 // The i-th element of raw bytes as T (little-endian, maybe unaligned).
 template <typename T>
 T RawAt(const char* raw, size_t i) {
@@ -72,10 +70,11 @@ FloatScan ScanDeferred(const TensorProto& tensor) {
     if (auto it = scans->find(key); it != scans->end()) return it->second;
   }
   FloatScan scan;
-  const absl::Status read = ForEachChunk(tensor, kChunkBytes, [&](const char* data, uint64_t size) {
-    ScanRaw(tensor.data_type(), data, size, scan);
-    return absl::OkStatus();
-  });
+  const absl::Status read =
+      ForEachChunk(tensor, kDeferredChunkBytes, [&](const char* data, uint64_t size) {
+        ScanRaw(tensor.data_type(), data, size, scan);
+        return absl::OkStatus();
+      });
   if (read.ok()) {
     std::lock_guard<std::mutex> lock(mutex);
     scans->emplace(key, scan);
