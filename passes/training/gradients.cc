@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "passes/autodiff/autodiff.h"
+#include "passes/graph/status_macros.h"
+#include "passes/graph/topo_sort.h"
 #include "passes/opset/standard_op_versions.h"
 #include "passes/training/folded_constants.h"
 #include "passes/training/training_state.h"
@@ -80,24 +82,84 @@ absl::StatusOr<std::vector<std::string>> EmitBackward(StepWriter& w, onnx::Graph
   return AppendGradients(step, forward, {options.loss, seed, params}, w.names());
 }
 
-std::vector<std::string> ForwardStateUpdates(StepWriter& w, onnx::GraphProto& step,
-                                             const GraphIndex& forward) {
+namespace {
+
+float MomentumOf(const onnx::NodeProto& node) {
+  for (const onnx::AttributeProto& a : node.attribute()) {
+    if (a.name() == "momentum") return a.f();
+  }
+  return 0.9f;
+}
+
+// A float32 value `value` as `type`.
+std::string Typed(StepWriter& w, const std::string& value, int type) {
+  if (type == onnx::TensorProto::FLOAT) return value;
+  return w.Op("Cast", {value}, value + ".typed", {onnx::MakeAttribute("to", int64_t{type})});
+}
+
+// ONNX's BatchNormalization in training mode outputs input_var * m + var * (1 - m), var the
+// population variance of the n = Size(X) / C values of a channel; PyTorch's running variance takes
+// the unbiased var * n / (n - 1). The node gets zeros as input_var (Y does not read it in training
+// mode), so its output 2 is the batch term (1 - m) var alone, written to `term`; `next` is
+// input_var * m + term * n / max(n - 1, 1). No node that writes reads the state itself:
+// onnxruntime writes output 2 into the buffer of input 4. Where the forward reads output 2, it
+// gets the value ONNX gives it, input_var * m + term, under its name.
+void UnbiasedRunningVariance(StepWriter& w, onnx::NodeProto& node, bool read,
+                             const std::string& next, int type) {
+  const std::string state = node.input(4);
+  const std::string output = node.output(2);
+  const std::string term = w.names().Fresh(state + ".batch_term");
+  onnx::TensorProto zero;
+  zero.set_data_type(type);
+  zero.add_dims(1);
+  const bool half = type == onnx::TensorProto::FLOAT16 || type == onnx::TensorProto::BFLOAT16;
+  zero.set_raw_data(std::string(half ? 2 : type == onnx::TensorProto::DOUBLE ? 8 : 4, '\0'));
+  node.set_input(4, w.Op("ConstantOfShape", {w.Op("Shape", {state}, state + ".shape")},
+                         state + ".zeros", {onnx::MakeAttribute("value", zero)}));
+  node.set_output(2, term);
+  const std::string kept =
+      w.Op("Mul", {state, Typed(w, w.Float(MomentumOf(node)), type)}, state + ".kept");
+  const std::string count = w.Op("Div",
+                                 {w.Op("Size", {node.input(0)}, state + ".size"),
+                                  w.Op("Size", {node.input(3)}, state + ".channels")},
+                                 state + ".count");
+  const std::string n = w.Op("Cast", {count}, state + ".n",
+                             {onnx::MakeAttribute("to", int64_t{onnx::TensorProto::FLOAT})});
+  const std::string one = w.Float(1.0f);
+  const std::string dof =
+      w.Op("Max", {w.Op("Sub", {n, one}, state + ".n_minus_1"), one}, state + ".dof");
+  const std::string bessel = Typed(w, w.Op("Div", {n, dof}, state + ".bessel"), type);
+  w.Node("Add", {kept, w.Op("Mul", {term, bessel}, state + ".unbiased_term")}, {next});
+  if (read) w.Node("Add", {kept, term}, {output});
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ForwardStateUpdates(StepWriter& w, onnx::GraphProto& step,
+                                                             const GraphIndex& forward) {
   std::vector<std::string> updated;
+  bool reorder = false;  // a forward node reads a value appended after the backward
   for (int i = 0; i < forward.graph().node_size(); ++i) {
     onnx::NodeProto& node = *step.mutable_node(i);
     if (node.op_type() != "BatchNormalization" || node.output_size() < 3) continue;
     for (int slot = 1; slot <= 2; ++slot) {
-      const std::string& state = node.input(slot + 2);
+      const std::string state = node.input(slot + 2);  // a copy: slot 2 changes the input
       if (node.output(slot).empty() || forward.Initializer(state) == nullptr) continue;
-      w.names().Reserve(NextName(state));
-      if (forward.Source(node.output(slot)) == nullptr) {  // added by the autodiff: unread
-        node.set_output(slot, NextName(state));
+      const std::string next = NextName(state);
+      w.names().Reserve(next);
+      const bool unread = forward.Source(node.output(slot)) == nullptr;  // added by the autodiff
+      if (slot == 2) {
+        UnbiasedRunningVariance(w, node, !unread, next, forward.Initializer(state)->data_type());
+        reorder = true;
+      } else if (unread) {
+        node.set_output(slot, next);
       } else {
-        w.Node("Identity", {node.output(slot)}, {NextName(state)});
+        w.Node("Identity", {node.output(slot)}, {next});
       }
       updated.push_back(state);
     }
   }
+  if (reorder) AMPC_RETURN_IF_ERROR(TopologicalSort(step).status());
   return updated;
 }
 

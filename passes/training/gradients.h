@@ -38,9 +38,10 @@ absl::StatusOr<std::vector<std::string>> EmitBackward(StepWriter& w, onnx::Graph
 
 // Initializers of the forward that the step's forward copy updates: the running statistics of a
 // BatchNormalization the autodiff put in training mode (its outputs 1 and 2). Each new value is
-// named `<state>.ampc.next`. Returns the initializers, in node order.
-std::vector<std::string> ForwardStateUpdates(StepWriter& w, onnx::GraphProto& step,
-                                             const GraphIndex& forward);
+// named `<state>.ampc.next`; the running variance as PyTorch updates it (with the batch's
+// unbiased variance). Returns the initializers, in node order.
+absl::StatusOr<std::vector<std::string>> ForwardStateUpdates(StepWriter& w, onnx::GraphProto& step,
+                                                             const GraphIndex& forward);
 
 // The names the check, the scale update and the unscale read in one step: with --accumulate
 // K > 1 the window's sums, its loss flag and whether this micro-batch ends it.

@@ -71,7 +71,8 @@ absl::StatusOr<std::vector<std::string>> EmitStep(onnx::GraphProto& step, const 
   const std::string loss_bad = EmitLossCheck(w, options.loss);
   AMPC_ASSIGN_OR_RETURN(const std::vector<std::string> grads,
                         EmitBackward(w, step, forward, options, plan.params));
-  std::vector<std::string> forward_state = ForwardStateUpdates(w, step, forward);
+  AMPC_ASSIGN_OR_RETURN(std::vector<std::string> forward_state,
+                        ForwardStateUpdates(w, step, forward));
   const Window window = EmitAccumulation(w, options.accumulate, plan.params, grads, loss_bad);
   const Unscaled unscaled = EmitCheckAndUnscale(w, options, plan.scaling, window, plan.params);
   const Skip skip = EmitSkip(w, window, unscaled);

@@ -6,7 +6,9 @@ fixed data input. It is compiled with `ampc --train --loss=loss --optimizer=sgd 
 --dtype=fp32 --loss-scale=none`, its step extracted with `ampc extract-step --with-state` and run
 once by `ampc run` (ampc.lr = 1): each parameter's update P.ampc.next - P is then -dloss/dP. The
 same function written in torch (float64) gives dloss/dP by autograd; they must agree to 1e-5 of the
-largest |gradient| of each parameter (the step runs in FP32: rounding is ~1e-7 relative).
+largest |gradient| of each parameter (the step runs in FP32: rounding is ~1e-7 relative). A case
+with state (BatchNormalization's running mean and variance) also compares the step's new state,
+S.ampc.next, with what torch's training-mode forward leaves in its buffers, to the same 1e-5.
 
 Exit 0 when all agree, 1 on a failure, 77 (skip) when torch is not importable.
 """
@@ -41,11 +43,14 @@ def ints(values):
 
 class Case:
     """params: trained initializers; nodes: ONNX nodes from them (and Constants) to `y`; torch_fn:
-    the same function of the params as torch tensors."""
+    the same function of the params as torch tensors. state: initializers the step updates but
+    does not train (BatchNormalization's running statistics), passed to torch_fn by name as
+    float64 tensors that it updates in place."""
 
-    def __init__(self, name, params, nodes, y_shape, torch_fn, opset=17):
+    def __init__(self, name, params, nodes, y_shape, torch_fn, opset=17, state=None):
         self.name, self.params, self.nodes = name, params, nodes
         self.y_shape, self.torch_fn, self.opset = y_shape, torch_fn, opset
+        self.state = state or {}
 
     def model(self) -> onnx.ModelProto:
         nodes = self.nodes + [helper.make_node("Mul", ["y", "r"], ["prod"]),
@@ -54,7 +59,7 @@ class Case:
             nodes, self.name,
             [helper.make_tensor_value_info("r", TensorProto.FLOAT, self.y_shape)],
             [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
-            [numpy_helper.from_array(v, k) for k, v in self.params.items()])
+            [numpy_helper.from_array(v, k) for k, v in {**self.params, **self.state}.items()])
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)],
                                  ir_version=11 if self.opset >= 23 else 8)
 
@@ -78,6 +83,11 @@ def rotate(x, cos, sin, pos):
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat([c * x1 - s * x2, s * x1 + c * x2], -1)
+
+
+def batch_norm(x, g, b, mean, var):
+    # torch's momentum is ONNX's 1 - momentum (0.9 there).
+    return F.batch_norm(x, mean, var, g, b, training=True, momentum=0.1, eps=1e-5)
 
 
 def cases() -> list[Case]:
@@ -127,6 +137,18 @@ def cases() -> list[Case]:
              [helper.make_node("Attention", ["q", "k", "v"], ["y"], is_causal=1)],
              [1, 2, 3, 4],
              lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), opset=23),
+        Case("batch_norm_training", {"x": rand(4, 3, 2, 2), "g": rand(3), "b": rand(3)},
+             [helper.make_node("BatchNormalization", ["x", "g", "b", "mean", "var"], ["y"],
+                               epsilon=1e-5, momentum=0.9)],
+             [4, 3, 2, 2], batch_norm,
+             state={"mean": rand(3), "var": np.abs(rand(3)) + 0.5}),
+        # As the legacy exporter writes it in training mode: the running statistics are outputs.
+        Case("batch_norm_training_mode_outputs", {"x": rand(2, 3, 5), "g": rand(3), "b": rand(3)},
+             [helper.make_node("BatchNormalization", ["x", "g", "b", "mean", "var"],
+                               ["y", "mean_out", "var_out"], epsilon=1e-5, momentum=0.9,
+                               training_mode=1)],
+             [2, 3, 5], batch_norm, opset=15,
+             state={"mean": rand(3), "var": np.abs(rand(3)) + 0.5}),
     ]
 
 
@@ -147,16 +169,24 @@ def ampc_updates(ampc: str, case: Case, r: np.ndarray, work: pathlib.Path) -> di
     out = work / "out"
     run([ampc, "run", str(step), "--device=cpu", "--threads=1", f"--output-dir={out}",
          f"--input=r={work / 'r.npy'}", f"--input=ampc.lr={work / 'lr.npy'}"])
-    return {p: np.load(out / f"{p}{NEXT}.npy").astype(np.float64) - v for p, v in
-            case.params.items()}
+    updates = {p: np.load(out / f"{p}{NEXT}.npy").astype(np.float64) - v for p, v in
+               case.params.items()}
+    return updates, {s: np.load(out / f"{s}{NEXT}.npy").astype(np.float64) for s in case.state}
 
 
-def torch_grads(case: Case, r: np.ndarray) -> dict:
+def torch_grads(case: Case, r: np.ndarray) -> tuple[dict, dict]:
     tensors = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True)
                for k, v in case.params.items()}
-    loss = (case.torch_fn(*tensors.values()) * torch.tensor(r, dtype=torch.float64)).sum()
+    state = {k: torch.tensor(v, dtype=torch.float64) for k, v in case.state.items()}
+    y = case.torch_fn(*tensors.values(), **state)
+    loss = (y * torch.tensor(r, dtype=torch.float64)).sum()
     loss.backward()
-    return {k: t.grad.numpy() for k, t in tensors.items()}
+    return {k: t.grad.numpy() for k, t in tensors.items()}, {k: t.numpy() for k, t in state.items()}
+
+
+def relative_gap(actual: np.ndarray, expected: np.ndarray) -> float:
+    scale = max(float(np.max(np.abs(expected))), 1e-12)
+    return float(np.max(np.abs(actual - expected))) / scale
 
 
 def main() -> int:
@@ -168,20 +198,21 @@ def main() -> int:
         r = rand(*case.y_shape)
         with tempfile.TemporaryDirectory() as tmp:
             try:
-                updates = ampc_updates(args.ampc, case, r, pathlib.Path(tmp))
+                updates, state = ampc_updates(args.ampc, case, r, pathlib.Path(tmp))
             except RuntimeError as error:
                 print(f"FAIL {case.name}: {error}")
                 failures += 1
                 continue
-        grads = torch_grads(case, r)
-        worst = 0.0
-        for p, grad in grads.items():
-            scale = max(float(np.max(np.abs(grad))), 1e-12)
-            worst = max(worst, float(np.max(np.abs(updates[p] + grad))) / scale)
+        grads, torch_state = torch_grads(case, r)
+        worst = max(relative_gap(-updates[p], grad) for p, grad in grads.items())
         ok = worst <= RTOL
+        line = f"{case.name}: max |update + grad| / max |grad| = {worst:.2e}"
+        for s, expected in torch_state.items():
+            gap = relative_gap(state[s], expected)
+            ok = ok and gap <= RTOL
+            line += f"; {s} {gap:.2e}"
         failures += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {case.name}: max |update + grad| / max |grad| = "
-              f"{worst:.2e}")
+        print(f"{'ok  ' if ok else 'FAIL'} {line}")
     print(f"{len(cases()) - failures} of {len(cases())} cases agree with torch.autograd")
     return 1 if failures else 0
 
