@@ -2,6 +2,7 @@
 
 #include <onnx/defs/attr_proto_util.h>
 
+#include <limits>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -85,20 +86,51 @@ std::string Ints(LossWriter& w, const std::vector<int64_t>& values) {
 }
 
 // The cross entropy of FP32 logits `x` (shape `shape`, classes last) against `labels`, as `loss`.
-void WriteCrossEntropy(LossWriter& w, const LossOpSpec& spec, std::string x,
+// The causal LM's labels for every position of the logits: labels[:, 1:] and one ignored label
+// (`ignored`) at the end. Position t is scored against label t + 1 and the last position against
+// nothing, which is transformers' logits[:, :-1] against labels[:, 1:] without slicing the
+// logits (a copy of [N, T - 1, C] forward, and a scatter of it back in the gradient).
+std::string ShiftedLabels(LossWriter& w, const std::string& labels, int64_t ignored) {
+  using onnx::MakeAttribute;
+  const std::string tail =
+      w.Op("Slice", {labels, Ints(w, {1}), Ints(w, {INT64_MAX}), Ints(w, {1})}, "causal_lm.next");
+  const std::string batch =
+      w.Op("Slice", {w.Op("Shape", {labels}, "labels.shape"), Ints(w, {0}), Ints(w, {1})},
+           "labels.batch");
+  const std::string pad_shape =
+      w.Op("Concat", {batch, Ints(w, {1})}, "causal_lm.pad_shape", {MakeAttribute("axis", 0L)});
+  onnx::TensorProto value;
+  value.set_data_type(onnx::TensorProto::INT64);
+  value.add_dims(1);
+  value.add_int64_data(ignored);
+  const std::string pad =
+      w.Op("ConstantOfShape", {pad_shape}, "causal_lm.pad", {MakeAttribute("value", value)});
+  return w.Op("Concat", {tail, pad}, "causal_lm.labels", {MakeAttribute("axis", 1L)});
+}
+
+void WriteCrossEntropy(LossWriter& w, LossOpSpec spec, std::string x,
                        const onnx::TensorShapeProto& shape, std::string labels,
                        const std::string& loss) {
   using onnx::MakeAttribute;
   const int64_t rank = shape.dim_size();
-  if (spec.kind == LossOpSpec::Kind::kCausalLm) {  // logits [:, :-1] against labels [:, 1:]
-    x = w.Op("Slice", {x, Ints(w, {0}), Ints(w, {-1}), Ints(w, {1})}, "causal_lm.logits");
-    labels = w.Op("Slice", {labels, Ints(w, {1}), Ints(w, {INT64_MAX}), Ints(w, {1})},
-                  "causal_lm.labels");
+  if (spec.kind == LossOpSpec::Kind::kCausalLm) {
+    // Without an ignore_index of the user's, the padding label is one no vocabulary has.
+    spec.ignore_index = spec.ignore_index.value_or(std::numeric_limits<int64_t>::min());
+    labels = ShiftedLabels(w, labels, *spec.ignore_index);
   }
-  if (rank > 2) {  // the classes to axis 1, as SoftmaxCrossEntropyLoss takes them
-    std::vector<int64_t> perm = {0, rank - 1};
-    for (int64_t i = 1; i + 1 < rank; ++i) perm.push_back(i);
-    x = w.Op("Transpose", {x}, "cross_entropy.logits", {MakeAttribute("perm", perm)});
+  if (rank > 2) {  // [N, ..., C] as [M, C] rows, the labels as [M]: the mean is the same
+    const onnx::TensorShapeProto_Dimension& classes = shape.dim(rank - 1);
+    const std::string rows =
+        classes.has_dim_value()
+            ? Ints(w, {-1, classes.dim_value()})
+            : w.Op("Concat",
+                   {Ints(w, {-1}),
+                    w.Op("Slice",
+                         {w.Op("Shape", {x}, "logits.shape"), Ints(w, {-1}), Ints(w, {INT64_MAX})},
+                         "logits.classes")},
+                   "logits.rows", {MakeAttribute("axis", 0L)});
+    x = w.Op("Reshape", {x, rows}, "cross_entropy.logits");
+    labels = w.Op("Reshape", {labels, Ints(w, {-1})}, "cross_entropy.labels");
   }
   std::vector<onnx::AttributeProto> attributes = {MakeAttribute("reduction", std::string("mean"))};
   if (spec.ignore_index) attributes.push_back(MakeAttribute("ignore_index", *spec.ignore_index));

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "compiler/pipeline.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -775,7 +777,8 @@ TEST_P(TokenLoss, FirstLossMatchesPyTorchsFormulaAndTrainingLowersIt) {
   auto session = CompileAndOpen(model, kLossOpPipeline, options, backend);
   ASSERT_TRUE(session.ok()) << session.status();
   const std::vector<float> x = PseudoFloats(kN * kT * kD, 3, -2, 2);
-  const std::vector<int64_t> labels = {1, 4, -100, 0, 2, 2, 3, -100};
+  std::vector<int64_t> labels = {1, 4, -100, 0, 2, 2, 3, -100};
+  if (!absl::StrContains(c.loss_op, "ignore_index")) absl::c_replace(labels, -100, 3);
   std::vector<double> logits(kN * kT * kC, 0.0);
   for (int64_t r = 0; r < kN * kT; ++r) {
     for (int64_t k = 0; k < kC; ++k) {
@@ -799,11 +802,14 @@ INSTANTIATE_TEST_SUITE_P(
                       TokenLossCase{"cross_entropy:logits,ignore_index=-100,label_smoothing=0.1",
                                     false, -100, 0.1},
                       TokenLossCase{"causal_lm:logits,ignore_index=-100", true, -100, 0},
+                      TokenLossCase{"causal_lm:logits", true, -100, 0},
                       TokenLossCase{"causal_lm:logits,ignore_index=-100,label_smoothing=0.2", true,
                                     -100, 0.2}),
     [](const auto& info) {
-      return absl::StrCat(info.param.shift ? "causal_lm" : "cross_entropy",
-                          info.param.smoothing > 0 ? "_label_smoothing" : "");
+      return absl::StrCat(
+          info.param.shift ? "causal_lm" : "cross_entropy",
+          info.param.smoothing > 0 ? "_label_smoothing" : "",
+          absl::StrContains(info.param.loss_op, "ignore_index") ? "" : "_all_labelled");
     });
 
 TEST(TrainingStep, LossOpMseFitsALinearMap) {
