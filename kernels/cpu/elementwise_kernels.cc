@@ -98,6 +98,10 @@ absl::Status Pow(KernelContext& context) {
                     if constexpr (std::is_integral_v<C>) {
                       return integer_pow::Pow(a, b);
                     } else {
+                      // Squares and cubes (GELU's tanh form) as products, as onnxruntime and
+                      // PyTorch compute them: a * a is pow's correctly rounded result.
+                      if (b == CE{2}) return a * a;
+                      if (b == CE{3}) return a * a * a;
                       return static_cast<C>(std::pow(a, static_cast<C>(b)));
                     }
                   });

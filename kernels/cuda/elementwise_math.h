@@ -150,6 +150,9 @@ struct PowOp {
     if constexpr (kIsInteger<C>) {
       return integer_pow::Pow(a, b);
     } else {
+      // Squares and cubes as products, as the CPU kernel (elementwise_kernels.cc) computes them.
+      if (b == CE{2}) return a * a;
+      if (b == CE{3}) return a * a * a;
       return Power(a, static_cast<C>(b));
     }
   }
