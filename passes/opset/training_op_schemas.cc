@@ -18,6 +18,7 @@ void RegisterScalerSchemas();     // CheckFinite, UpdateScale, UnscaleClip
 void RegisterOptimizerSchemas();  // SGD, Adam
 void RegisterDropoutSchema();     // Dropout
 void RegisterGradientSchemas();   // the gradient ops of the autodiff pass
+void RegisterMicrosoftSchemas();  // onnxruntime's com.microsoft ops, for their output types
 
 namespace {
 
@@ -247,6 +248,7 @@ void RegisterAmpcSchemas() {
     RegisterDropoutSchema();
     RegisterGradientSchemas();
     RegisterAmpcVersionSchemas();
+    RegisterMicrosoftSchemas();
   });
 }
 

@@ -18,8 +18,9 @@ inline constexpr int kAmpcOpsetVersion = 1;
 // Makes libonnx know the ai.ampc domain (version kAmpcOpsetVersion); idempotent.
 void RegisterAmpcDomain();
 
-// Registers the domain and every ai.ampc schema with libonnx. Idempotent and thread-safe; call it
-// before onnx::checker or shape inference sees an ai.ampc node.
+// Registers the domain and every ai.ampc schema with libonnx, and inference-only schemas of
+// onnxruntime's common com.microsoft ops (microsoft_schemas.cc). Idempotent and thread-safe; call
+// it before onnx::checker or shape inference sees an ai.ampc or com.microsoft node.
 void RegisterAmpcSchemas();
 
 // The body of ai.ampc `op` for a node with `num_inputs` inputs and `num_outputs` outputs (the

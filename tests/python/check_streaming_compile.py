@@ -3,7 +3,9 @@
 
 Generates MatMul chains whose FP32 weights (--megabytes in all) lie in external data, in the two
 layouts exporters write (one data file for every tensor; one file per tensor), with one weight
-holding a value beyond FP16's range (autocast keeps it FP32 in FP16 mode) and one a NaN. Each is compiled to
+holding a value beyond FP16's range (autocast keeps it FP32 in FP16 mode) and one a NaN, and
+beside them an int8 DequantizeLinear weight and com.microsoft.MatMulNBits' packed uint8 blocks,
+which must come out byte for byte as they went in. Each is compiled to
 FP16 and to BF16 while /proc/PID/status is polled: the peak RssAnon (anonymous memory: file pages
 the kernel can drop do not count) must stay under --limit-mb, a fraction of the weights. Every
 tensor of the output must equal numpy's conversion of the input's (round to nearest even:
@@ -40,10 +42,23 @@ def make_model(path: pathlib.Path, layers: int, one_file: bool) -> dict[str, np.
         nodes.append(helper.make_node("MatMul", [x, f"w{i}"], [f"h{i}"], name=f"mm{i}"))
         nodes.append(helper.make_node("Relu", [f"h{i}"], [f"r{i}"], name=f"relu{i}"))
         x = f"r{i}"
+    # Quantized weights beside the chain, which stay as they are: an int8 DequantizeLinear input
+    # and com.microsoft.MatMulNBits' packed 4-bit blocks with their FP32 scales.
+    weights["wq"] = rng.integers(-128, 128, (DIM, DIM), dtype=np.int8)
+    weights["sq"] = np.array(0.01, np.float32)
+    weights["bq"] = rng.integers(0, 256, (DIM, DIM // 32, 16), dtype=np.uint8)
+    weights["sb"] = (rng.random(DIM * DIM // 32) * 0.01).astype(np.float32)
+    inits += [numpy_helper.from_array(weights[k], k) for k in ("wq", "sq", "bq", "sb")]
+    nodes += [helper.make_node("DequantizeLinear", ["wq", "sq"], ["dq"], name="dq"),
+              helper.make_node("MatMul", ["x", "dq"], ["mq"], name="mmq"),
+              helper.make_node("MatMulNBits", ["x", "bq", "sb"], ["mb"], name="nbits",
+                               domain="com.microsoft", K=DIM, N=DIM, bits=4, block_size=32)]
     graph = helper.make_graph(
         nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", DIM])],
-        [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["N", DIM])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        [helper.make_tensor_value_info(v, TensorProto.FLOAT, ["N", DIM]) for v in (x, "mq", "mb")],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 8
     onnx.save(model, str(path), save_as_external_data=True, all_tensors_to_one_file=one_file,
               location=path.name + ".data" if one_file else None, size_threshold=1024)
@@ -68,7 +83,7 @@ def peak_rss_anon_kb(command: list[str]) -> tuple[int, int, str]:
 
 
 def expected(weight: np.ndarray, dtype: str, out_dtype: np.dtype) -> np.ndarray:
-    if out_dtype == np.float32:
+    if out_dtype == np.float32 or weight.dtype != np.float32:
         return weight
     return weight.astype(np.float16 if dtype == "fp16" else ml_dtypes.bfloat16)
 
@@ -89,8 +104,10 @@ def check_output(path: pathlib.Path, weights: dict[str, np.ndarray], dtype: str)
     if seen != set(weights):
         errors.append(f"{path.name}: weights missing from the output: {set(weights) - seen}")
     kept = sorted(t.name for t in model.graph.initializer if t.data_type == TensorProto.FLOAT)
-    if kept != (["w1"] if dtype == "fp16" else []):  # 70000 overflows FP16, not BF16
-        errors.append(f"{path.name}: FP32 weights {kept}; only fp16's w1 should stay FP32")
+    # 70000 overflows FP16, not BF16; the quantizers' scales keep the types they were given
+    if kept != sorted(["sb", "sq"] + (["w1"] if dtype == "fp16" else [])):
+        errors.append(f"{path.name}: FP32 weights {kept}; only the scales sb and sq, and fp16's "
+                      "w1, should stay FP32")
     return errors
 
 
@@ -112,7 +129,7 @@ def main() -> int:
                 out = folder / f"chain.{dtype}.onnx"
                 code, peak_kb, stderr = peak_rss_anon_kb(
                     [args.ampc, str(model), "-o", str(out), f"--dtype={dtype}"])
-                data_mb = sum(w.nbytes for w in weights.values()) / 2**20
+                data_mb = sum(w.nbytes for w in weights.values() if w.dtype == np.float32) / 2**20
                 print(f"{folder.name} {dtype}: exit {code}, {data_mb:.0f} MiB of FP32 weights, "
                       f"peak RssAnon {peak_kb / 1024:.1f} MiB")
                 if code != 0:
