@@ -321,6 +321,31 @@ def torch_outputs(out) -> list[np.ndarray]:
     return res
 
 
+def export(model, inputs: dict, tin: tuple, path: pathlib.Path, exporter: str) -> dict:
+    """Exports `model` called on `tin` (the tensors of `inputs`) to `path` with `exporter`
+    (dynamo: the default call; legacy: opset 17). Returns export_call (and export_note)."""
+    import torch
+    if exporter == "dynamo":
+        torch.onnx.export(model, tin, str(path))
+        return {"export_call": "torch.onnx.export(model, args, path)"}
+    call = "torch.onnx.export(model, args, path, dynamo=False, opset_version=17)"
+    try:
+        torch.onnx.export(model, tin, str(path), dynamo=False, opset_version=17)
+        return {"export_call": call}
+    except TypeError as e:
+        if not hasattr(model, "config"):
+            raise
+        # transformers 5's forward wrappers and the legacy tracer's positional arguments clash
+        # ("got multiple values for argument 'use_cache'"): export a module that calls the model
+        # with keyword arguments instead
+        torch.onnx.export(KwargsWrapper(model, list(inputs)), tin, str(path), dynamo=False,
+                          opset_version=17, input_names=list(inputs))
+        return {"export_call": call + " on KwargsWrapper(model)",
+                "export_note": (f"plain call failed ({type(e).__name__}: {e}); exported "
+                                "KwargsWrapper(model), which calls model(**inputs, "
+                                "return_dict=False)")}
+
+
 # ----------------------------------------------------------------------------- child
 
 def child(args) -> int:
@@ -355,26 +380,7 @@ def child(args) -> int:
     t0 = now()
     try:
         with torch.no_grad():
-            if args.exporter == "dynamo":
-                R["export_call"] = "torch.onnx.export(model, args, path)"
-                torch.onnx.export(model, tin, str(path))
-            else:
-                R["export_call"] = "torch.onnx.export(model, args, path, dynamo=False, opset_version=17)"
-                try:
-                    torch.onnx.export(model, tin, str(path), dynamo=False, opset_version=17)
-                except TypeError as e:
-                    if not hasattr(model, "config"):
-                        raise
-                    # transformers 5's forward wrappers and the legacy tracer's positional
-                    # arguments clash ("got multiple values for argument 'use_cache'"): export
-                    # a module that calls the model with keyword arguments instead
-                    R["export_note"] = (f"plain call failed ({type(e).__name__}: {e}); exported "
-                                        "KwargsWrapper(model), which calls model(**inputs, "
-                                        "return_dict=False)")
-                    R["export_call"] += " on KwargsWrapper(model)"
-                    torch.onnx.export(KwargsWrapper(model, list(inputs)), tin, str(path),
-                                      dynamo=False, opset_version=17,
-                                      input_names=list(inputs))
+            R.update(export(model, inputs, tin, path, args.exporter))
     except Exception as e:  # noqa: BLE001
         R["export_s"] = now() - t0
         msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
