@@ -35,6 +35,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import check_torch_exports as exports  # noqa: E402  (build_model, export)
+from bench_compile import ensure_peer  # noqa: E402  (installs onnxconverter-common when missing)
 
 PEER = r"""
 import json, sys, time, onnx
@@ -95,13 +96,6 @@ def time_peer(python: str, model: pathlib.Path, out: pathlib.Path, external: boo
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def ensure_peer(python: str) -> None:
-    ok = subprocess.run([python, "-c", "import onnxconverter_common"], capture_output=True)
-    if ok.returncode != 0:
-        subprocess.run([os.path.join(os.path.dirname(python), "pip"), "install", "-q",
-                        "--disable-pip-version-check", "onnxconverter-common"], check=True)
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ampc", default=str(ROOT / "build/compiler/ampc"))
@@ -113,7 +107,8 @@ def main() -> int:
     p.add_argument("--no-write", action="store_true")
     p.add_argument("--command", default="tools/bench-real-compile")
     args = p.parse_args()
-    ensure_peer(args.peer_python)
+    if not ensure_peer(args.peer_python, install=True):
+        sys.exit("bench-real-compile: onnxconverter-common is not importable in --peer-python")
     work = pathlib.Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     rows = []

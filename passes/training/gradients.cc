@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "passes/autodiff/autodiff.h"
 #include "passes/graph/status_macros.h"
+#include "passes/graph/tensor_data.h"
 #include "passes/graph/topo_sort.h"
 #include "passes/opset/standard_op_versions.h"
 #include "passes/training/folded_constants.h"
@@ -112,8 +113,7 @@ void UnbiasedRunningVariance(StepWriter& w, onnx::NodeProto& node, bool read,
   onnx::TensorProto zero;
   zero.set_data_type(type);
   zero.add_dims(1);
-  const bool half = type == onnx::TensorProto::FLOAT16 || type == onnx::TensorProto::BFLOAT16;
-  zero.set_raw_data(std::string(half ? 2 : type == onnx::TensorProto::DOUBLE ? 8 : 4, '\0'));
+  zero.set_raw_data(std::string(ElementSize(type).value_or(4), '\0'));
   node.set_input(4, w.Op("ConstantOfShape", {w.Op("Shape", {state}, state + ".shape")},
                          state + ".zeros", {onnx::MakeAttribute("value", zero)}));
   node.set_output(2, term);
