@@ -1,6 +1,6 @@
 // IEEE binary16 (FP16) and bfloat16 on the CPU: the storage types and scalar conversions of
-// float16.h (the copy the CUDA kernels compile too) and bulk conversions over spans, with F16C
-// where the CPU has it (half.cc).
+// float16.h (the copy the CUDA kernels compile too) and bulk conversions over spans, with vector
+// instructions where the CPU has them (half.cc).
 #ifndef AMPC_KERNELS_NUMERICS_HALF_H_
 #define AMPC_KERNELS_NUMERICS_HALF_H_
 
@@ -11,8 +11,9 @@
 
 namespace ampc {
 
-// Bulk conversions, bit for bit the scalar ones of float16.h (FP16 with F16C where the CPU has it);
-// `out` must hold at least `in.size()` elements.
+// Bulk conversions, bit for bit the scalar ones of float16.h (FP16 with F16C, BF16 with
+// convert_floats.h's AVX-512 or AVX2 loops where the CPU has them); `out` must hold at least
+// `in.size()` elements.
 void HalfToFloat(std::span<const uint16_t> in, std::span<float> out);
 void FloatToHalf(std::span<const float> in, std::span<uint16_t> out);
 void BFloat16ToFloat(std::span<const uint16_t> in, std::span<float> out);

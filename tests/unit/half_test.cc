@@ -217,9 +217,9 @@ std::vector<float> SpanCorpus(const Format& f) {
   return floats;
 }
 
-// The bulk conversions (F16C for FP16 where the CPU has it) against the scalar ones, bit for bit:
-// every 16-bit pattern and the whole corpus, from several alignments, and every short length
-// (the tails shorter than a vector).
+// The bulk conversions (F16C for FP16, AVX-512 or AVX2 for BF16 where the CPU has them) against
+// the scalar ones, bit for bit: every 16-bit pattern and the whole corpus, from several
+// alignments, and every short length (the tails shorter than a vector).
 void ExpectSpansMatchScalar(const Format& f) {
   std::vector<uint16_t> patterns(65536 + 8);
   for (size_t i = 0; i < patterns.size(); ++i) patterns[i] = static_cast<uint16_t>(i);
