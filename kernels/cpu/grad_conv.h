@@ -49,8 +49,8 @@ struct ConvGradWork {
       const int64_t images = std::min(block, batch - first), columns = images * osize;
       GatherDy(first, images, group, dyb);
       if (dx != nullptr) {
-        linalg::ParallelGemm<A>(pool, true, false, kdim, columns, mg, A{1}, w + group * mg * kdim,
-                                kdim, dyb, columns, A{0}, col, columns);
+        linalg::ParallelGemm<A, T>(pool, true, false, kdim, columns, mg, A{1},
+                                   w + group * mg * kdim, kdim, dyb, columns, A{0}, col, columns);
         patches.AddCol2Im(col, cg, images, columns, dx + (first * c + group * cg) * isize,
                           c * isize, pool);
       }
@@ -58,8 +58,8 @@ struct ConvGradWork {
         patches.Im2Col(x + (first * c + group * cg) * isize, cg, images, c * isize, col, columns,
                        pool);
         // The first block sets dw (beta 0), the others add to it.
-        linalg::ParallelGemm<A>(pool, false, true, mg, kdim, columns, A{1}, dyb, columns, col,
-                                columns, first == 0 ? A{0} : A{1}, dw + group * mg * kdim, kdim);
+        linalg::ParallelGemm<A, T>(pool, false, true, mg, kdim, columns, A{1}, dyb, columns, col,
+                                   columns, first == 0 ? A{0} : A{1}, dw + group * mg * kdim, kdim);
       }
     }
   }

@@ -136,14 +136,14 @@ void ConvImageBlock(const ConvGeometry& g, const ConvPatches& patches, ConvOpera
   const A* wg = op.w.data() + group * mg * kdim;
   A* y = op.y.data() + (first * m + group * mg) * osize;
   if (images == 1) {
-    ParallelGemm<A>(pool, false, false, mg, osize, kdim, A{1}, wg, kdim, col, osize, A{0}, y,
-                    osize);
+    ParallelGemm<A, T>(pool, false, false, mg, osize, kdim, A{1}, wg, kdim, col, osize, A{0}, y,
+                       osize);
     epilogue.Apply(group * mg, mg, osize, y);
     return;
   }
   A* product = col + kdim * columns;
-  ParallelGemm<A>(pool, false, false, mg, columns, kdim, A{1}, wg, kdim, col, columns, A{0},
-                  product, columns);
+  ParallelGemm<A, T>(pool, false, false, mg, columns, kdim, A{1}, wg, kdim, col, columns, A{0},
+                     product, columns);
   for (int64_t image = 0; image < images; ++image) {
     for (int64_t channel = 0; channel < mg; ++channel) {
       epilogue.Row(product + channel * columns + image * osize, y + (image * m + channel) * osize,
@@ -199,8 +199,8 @@ absl::Status ConvTyped(KernelContext& context, const ConvGeometry& g, bool relu)
       src = col;
     }
     A* yg = op.y.data() + (image * m + group * mg) * osize;
-    ParallelGemm<A>(pool, false, false, mg, osize, kdim, A{1}, op.w.data() + group * mg * kdim,
-                    kdim, src, osize, A{0}, yg, osize);
+    ParallelGemm<A, T>(pool, false, false, mg, osize, kdim, A{1}, op.w.data() + group * mg * kdim,
+                       kdim, src, osize, A{0}, yg, osize);
     epilogue.Apply(group * mg, mg, osize, yg);
   });
   op.y.Finish(pool);
@@ -290,8 +290,8 @@ absl::Status ConvTransposeTyped(KernelContext& context, const ConvGeometry& g) {
     const A* xg = op.x.data() + (image * c + group * cg) * isize;
     A* col = scratch.Get(rows * isize);
     // col[(m, kernel offset), input position] = sum over c of W[c, m, offset] * X[c, position]
-    ParallelGemm<A>(pool, true, false, rows, isize, cg, A{1}, op.w.data() + group * cg * rows, rows,
-                    xg, isize, A{0}, col, isize);
+    ParallelGemm<A, T>(pool, true, false, rows, isize, cg, A{1}, op.w.data() + group * cg * rows,
+                       rows, xg, isize, A{0}, col, isize);
     A* yg = op.y.data() + (image * m + group * mg) * osize;
     std::fill(yg, yg + mg * osize, A{0});
     Col2Im(col, g, mg, yg, pool);

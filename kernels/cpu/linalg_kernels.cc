@@ -118,8 +118,8 @@ absl::Status MatMulTyped(KernelContext& context) {
   const int64_t m = s.m, n = s.n, k = s.k;
   if (ElementCount(s.batch_b) == 1 && ElementCount(s.batch_a) == batches) {
     // B is shared by every batch and A is contiguous: one GEMM with the batches stacked as rows.
-    linalg::ParallelGemm<Acc<T>>(pool, false, false, batches * m, n, k, 1, pa.data(), k, pb.data(),
-                                 n, 0, out.data(), n);
+    linalg::ParallelGemm<Acc<T>, T>(pool, false, false, batches * m, n, k, 1, pa.data(), k,
+                                    pb.data(), n, 0, out.data(), n);
   } else {
     std::vector<int64_t> offset_a(batches), offset_b(batches);
     const Shape* batch_shapes[] = {&s.batch_a, &s.batch_b};
@@ -131,8 +131,8 @@ absl::Status MatMulTyped(KernelContext& context) {
     // Products in parallel; a single one is split by ParallelGemm instead.
     pool.ParallelFor(batches, 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        linalg::ParallelGemm<Acc<T>>(pool, false, false, m, n, k, 1, pa.data() + offset_a[i], k,
-                                     pb.data() + offset_b[i], n, 0, out.data() + i * m * n, n);
+        linalg::ParallelGemm<Acc<T>, T>(pool, false, false, m, n, k, 1, pa.data() + offset_a[i], k,
+                                        pb.data() + offset_b[i], n, 0, out.data() + i * m * n, n);
       }
     });
   }
@@ -179,8 +179,8 @@ absl::Status GemmTyped(KernelContext& context) {
   }
   AccInput<T> pa(a.data<T>(), a.size(), pool);
   AccInput<T> pb(b.data<T>(), b.size(), pool);
-  linalg::ParallelGemm<Acc<T>>(pool, trans_a, trans_b, m, n, k, alpha, pa.data(), a.dim(1),
-                               pb.data(), b.dim(1), use_c ? beta : Acc<T>{0}, out.data(), n);
+  linalg::ParallelGemm<Acc<T>, T>(pool, trans_a, trans_b, m, n, k, alpha, pa.data(), a.dim(1),
+                                  pb.data(), b.dim(1), use_c ? beta : Acc<T>{0}, out.data(), n);
   out.Finish(pool);
   return absl::OkStatus();
 }
