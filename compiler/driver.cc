@@ -56,6 +56,9 @@ ABSL_FLAG(int, target_opset, 0,
           "Convert the model to this default-domain opset with ONNX's version converter.");
 ABSL_FLAG(bool, print_pipeline, false,
           "Print the passes a compilation with these flags runs, and why, then exit.");
+ABSL_FLAG(std::string, verify, "changes",
+          "changes: check what the passes changed (linear time); full: check_model and strict "
+          "type inference on the whole output.");
 ABSL_FLAG(bool, time_passes, false,
           "Print the time of load, each pass and save to stderr, one line each.");
 
@@ -125,6 +128,10 @@ Flags:
   --external-data=MODE   auto (default): tensor data goes to OUT.data when the input used
                          external data or the model exceeds 1 GiB; always; never
   --time-passes          print `ampc: time: STEP SECONDS s` to stderr for load, each pass and save
+  --verify=changes|full  the output check: changes (default) checks what the passes changed as
+                         ONNX's checker and strict type inference would, in linear time; full runs
+                         both on the whole output (as before; models with subgraphs, functions or
+                         --train always get it)
   --train --loss=NAME    compile a training model (training_info: the training step) whose loss
                          is the scalar FP32 value NAME (or --loss-op=cross_entropy:LOGITS|
                          causal_lm:LOGITS|mse:OUTPUT, which adds that loss; the cross entropies
@@ -262,12 +269,21 @@ absl::StatusOr<int> TargetOpsetFromFlag() {
                                  AMPC_ONNX_VERSION, ")"));
 }
 
+// --verify: full, or changes (the default).
+absl::StatusOr<bool> VerifyFullFromFlag() {
+  const std::string mode = absl::GetFlag(FLAGS_verify);
+  if (mode == "full") return true;
+  if (mode == "changes") return false;
+  return UsageError(absl::StrCat("--verify=", mode, ": expected changes or full"));
+}
+
 // The options of every pass, read from the flags once (--policy and --train-config files too).
 absl::StatusOr<PassOptions> PassOptionsFromFlags() {
   PassOptions options;
   AMPC_ASSIGN_OR_RETURN(options.autocast, AutocastOptionsFromFlags());
   AMPC_ASSIGN_OR_RETURN(options.training, TrainingOptionsFromFlags());
   AMPC_ASSIGN_OR_RETURN(options.target_opset, TargetOpsetFromFlag());
+  AMPC_ASSIGN_OR_RETURN(options.verify_full, VerifyFullFromFlag());
   return options;
 }
 
@@ -456,7 +472,8 @@ const std::vector<std::string>& FlagsOf(const std::string& command) {
         "momentum",   "nesterov", "freeze",       "loss_scale", "clip_grad_norm",
         "accumulate", "lr",       "train_config", "untie",      "dropout"};
     const std::vector<std::string> pipeline = {"passes",      "print_after", "print_pipeline",
-                                               "time_passes", "report",      "target_opset"};
+                                               "time_passes", "report",      "target_opset",
+                                               "verify"};
     std::vector<std::string> explain = autocast;
     explain.insert(explain.end(), training.begin(), training.end());
     explain.insert(explain.end(), pipeline.begin(), pipeline.end());

@@ -1,6 +1,9 @@
 #include "passes/infer_types.h"
 
+#include <memory>
+
 #include "passes/graph/status_macros.h"
+#include "passes/verify_changes.h"
 
 namespace ampc {
 
@@ -56,7 +59,11 @@ absl::Status InferTypesKeepingIo(onnx::ModelProto& model, const std::string& fil
 absl::StatusOr<PassResult> InferTypes::Run(ModelContext& context) {
   const int known = context.model.graph().value_info_size();
   AMPC_RETURN_IF_ERROR(InferTypesKeepingIo(context.model, context.file));
-  return context.model.graph().value_info_size() != known;
+  // The index of the typed model, which the passes after this one reuse.
+  context.DropIndex();
+  AMPC_ASSIGN_OR_RETURN(std::shared_ptr<const GraphIndex> index, context.Index());
+  context.inferred_types = std::make_shared<const TypeSnapshot>(*index);
+  return PassResult(context.model.graph().value_info_size() != known, /*index_stale=*/false);
 }
 
 }  // namespace ampc

@@ -17,6 +17,8 @@
 
 namespace ampc {
 
+class TypeSnapshot;  // verify_changes.h
+
 // Something a pass noticed that is not an error (errors are the Status it returns). The driver
 // prints it as one line, `FILE: warning: MESSAGE`; the report keeps its fields.
 struct Diagnostic {
@@ -46,6 +48,9 @@ struct ModelContext {
   std::vector<Diagnostic> diagnostics;  // in the order they were reported
   std::shared_ptr<PrecisionPlan> plan;  // set by autocast, applied by insert-casts
   std::string loss;                     // set by loss-op: the loss it added, which the step trains
+  // Set by infer-types: the types strict inference accepted, against which verify checks what
+  // the later passes changed.
+  std::shared_ptr<const TypeSnapshot> inferred_types;
 
   void Warn(std::string message, std::string node = "", std::string value = "");
   // The index of the model as it is: built on first use and kept until a pass reports that it

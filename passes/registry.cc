@@ -55,7 +55,8 @@ const std::vector<PassEntry>& Entries() {
        [](const PassOptions& o) { return std::make_unique<InsertCasts>(o.training.enabled); }},
       {"fold-casts",
        [](const PassOptions& o) { return std::make_unique<FoldCasts>(o.training.enabled); }},
-      {"verify", [](const PassOptions&) { return std::make_unique<Verify>(); }},
+      {"verify",
+       [](const PassOptions& options) { return std::make_unique<Verify>(options.verify_full); }},
   };
   return *entries;
 }

@@ -18,7 +18,8 @@ namespace ampc {
 struct PassOptions {
   AutocastOptions autocast;
   TrainingOptions training;
-  int target_opset = 0;  // --target-opset; 0: the model's own
+  int target_opset = 0;      // --target-opset; 0: the model's own
+  bool verify_full = false;  // --verify=full: verify runs check_model and strict inference whole
 };
 
 // NotFound naming the pass and listing the known ones.

@@ -16,6 +16,18 @@
 #include "passes/verify_tensors.h"
 
 namespace ampc {
+
+onnx::checker::CheckerContext CheckerFor(const onnx::ModelProto& model) {
+  onnx::checker::CheckerContext checker;
+  checker.set_ir_version(static_cast<int>(model.ir_version()));
+  std::unordered_map<std::string, int> opsets;
+  for (const onnx::OperatorSetIdProto& opset : model.opset_import()) {
+    opsets[opset.domain()] = static_cast<int>(opset.version());
+  }
+  checker.set_opset_imports(std::move(opsets));
+  return checker;
+}
+
 namespace {
 
 constexpr int64_t kOldestIrVersion = 3;  // the first IR version with opset_import
@@ -66,17 +78,6 @@ absl::Status CheckOpsets(const onnx::ModelProto& model, const std::string& file)
     }
   }
   return absl::OkStatus();
-}
-
-onnx::checker::CheckerContext CheckerFor(const onnx::ModelProto& model) {
-  onnx::checker::CheckerContext checker;
-  checker.set_ir_version(static_cast<int>(model.ir_version()));
-  std::unordered_map<std::string, int> opsets;
-  for (const onnx::OperatorSetIdProto& opset : model.opset_import()) {
-    opsets[opset.domain()] = static_cast<int>(opset.version());
-  }
-  checker.set_opset_imports(std::move(opsets));
-  return checker;
 }
 
 // ONNX's checker names the op type but not which node it rejects; find the first one that fails.

@@ -1,6 +1,8 @@
 // verify-input: the gate every input model passes before any other pass runs.
 #pragma once
 
+#include <onnx/checker.h>
+
 #include "passes/pass.h"
 
 namespace ampc {
@@ -21,6 +23,9 @@ absl::Status CheckHasOutputs(const onnx::ModelProto& model, const std::string& f
 // scope ONNX gives them, and update_binding pairs initializers with algorithm outputs.
 // Errors name the graph; the caller adds the file.
 absl::Status CheckTrainingInfo(const onnx::ModelProto& model);
+
+// The checker context ONNX's check_model uses for `model` (its IR version and opset imports).
+onnx::checker::CheckerContext CheckerFor(const onnx::ModelProto& model);
 
 class VerifyInput : public Pass {
  public:
