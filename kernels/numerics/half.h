@@ -11,9 +11,8 @@
 
 namespace ampc {
 
-// Bulk conversions, bit for bit the scalar ones of float16.h (FP16 with F16C, BF16 with
-// convert_floats.h's AVX-512 or AVX2 loops where the CPU has them); `out` must hold at least
-// `in.size()` elements.
+// Bulk conversions, bit for bit the scalar ones of float16.h (with convert_floats.h's AVX-512 or
+// AVX2 + F16C loops where the CPU has them); `out` must hold at least `in.size()` elements.
 void HalfToFloat(std::span<const uint16_t> in, std::span<float> out);
 void FloatToHalf(std::span<const float> in, std::span<uint16_t> out);
 void BFloat16ToFloat(std::span<const uint16_t> in, std::span<float> out);

@@ -217,7 +217,7 @@ std::vector<float> SpanCorpus(const Format& f) {
   return floats;
 }
 
-// The bulk conversions (F16C for FP16, AVX-512 or AVX2 for BF16 where the CPU has them) against
+// The bulk conversions (AVX-512 or AVX2 + F16C loops where the CPU has them) against
 // the scalar ones, bit for bit: every 16-bit pattern and the whole corpus, from several
 // alignments, and every short length (the tails shorter than a vector).
 void ExpectSpansMatchScalar(const Format& f) {
@@ -261,7 +261,8 @@ TEST_P(HalfFormatTest, SpanConversionsMatchScalar) { ExpectSpansMatchScalar(GetP
 
 #ifdef AMPC_TEST_MXCSR
 // Flush-to-zero and denormals-are-zero (set by -ffast-math code in the same process) must not
-// change the results: the scalar code is integer arithmetic and F16C must ignore both flags.
+// change the results: the scalar code is integer arithmetic and the vector conversions must ignore
+// both flags.
 TEST_P(HalfFormatTest, SpanConversionsIgnoreFlushToZeroAndDenormalsAreZero) {
   struct FlushDenormals {  // FTZ (bit 15) and DAZ (bit 6) while in scope
     unsigned saved = _mm_getcsr();
