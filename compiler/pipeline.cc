@@ -12,6 +12,8 @@ constexpr char kVerifyInputReason[] = "the gate: nothing runs on a model that wa
 constexpr char kInferTypesReason[] = "the passes after it read every value's type";
 constexpr char kUntieReason[] =
     "--train: exporter-merged parameters (split by --untie) before types and casts are decided";
+constexpr char kLiftDropoutReason[] =
+    "--train: a Dropout the exporter lowered to random ops is a Dropout again, before autocast";
 constexpr char kSplitSequencesReason[] =
     "--train: SplitToSequence read at constant indices becomes Split, which has a gradient";
 constexpr char kLossOpReason[] = "--loss-op: adds the loss to the forward graph";
@@ -37,7 +39,10 @@ std::vector<Placement> StandardPipeline(const PipelineOptions& options) {
                                      {"upgrade-opset", UpgradeReason(options)}};
   if (options.train) pipeline.push_back({"untie", kUntieReason});
   pipeline.push_back({"infer-types", kInferTypesReason});
-  if (options.train) pipeline.push_back({"split-sequences", kSplitSequencesReason});
+  if (options.train) {
+    pipeline.push_back({"lift-dropout", kLiftDropoutReason});
+    pipeline.push_back({"split-sequences", kSplitSequencesReason});
+  }
   if (options.train && options.loss_op) {
     pipeline.push_back({"loss-op", kLossOpReason});
     pipeline.push_back({"infer-types", kRetypeReason});
@@ -96,6 +101,9 @@ std::vector<Placement> RequestedPipeline(const PipelineOptions& options) {
     if (!Has(pipeline, "split-sequences")) {
       pipeline.insert(Find(pipeline, "infer-types") + 1,
                       {"split-sequences", kSplitSequencesReason});
+    }
+    if (!Has(pipeline, "lift-dropout")) {
+      pipeline.insert(Find(pipeline, "infer-types") + 1, {"lift-dropout", kLiftDropoutReason});
     }
   }
   if (options.target_opset && !Has(pipeline, "upgrade-opset")) {

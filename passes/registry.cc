@@ -9,6 +9,7 @@
 #include "passes/infer_types.h"
 #include "passes/insert_casts.h"
 #include "passes/training/dropout_mode.h"
+#include "passes/training/lift_dropout.h"
 #include "passes/training/loss_op.h"
 #include "passes/training/split_sequences.h"
 #include "passes/training/training_step.h"
@@ -35,6 +36,7 @@ const std::vector<PassEntry>& Entries() {
       {"infer-types", [](const PassOptions&) { return std::make_unique<InferTypes>(); }},
       {"untie", [](const PassOptions& o) { return std::make_unique<Untie>(o.training.untie); }},
       {"split-sequences", [](const PassOptions&) { return std::make_unique<SplitSequences>(); }},
+      {"lift-dropout", [](const PassOptions&) { return std::make_unique<LiftDropout>(); }},
       {"loss-op",
        [](const PassOptions& o) { return std::make_unique<LossOp>(o.training.loss_op); }},
       {"dropout-mode",

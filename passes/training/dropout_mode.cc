@@ -152,10 +152,10 @@ absl::StatusOr<PassResult> DropoutMode::Run(ModelContext& context) {
          op == "RandomNormal" || op == "Bernoulli" || op == "Multinomial")) {
       return absl::InvalidArgumentError(absl::StrCat(
           context.file, ": node '", node.name(), "' (", op,
-          "): --train has no random ops but Dropout (the dynamo exporter in training mode lowers "
-          "an in-place Dropout to RandomUniformLike, Less and Div): export in eval mode and train "
-          "with --dropout=off, or with dynamo=False, training=torch.onnx.TrainingMode.TRAINING "
-          "for --dropout=graph"));
+          "): --train has no random ops but Dropout (and the dynamo exporter's lowered Dropout, "
+          "RandomUniformLike, Less, Cast, Div and Mul, which this is not part of): export in eval "
+          "mode and train with --dropout=off, or with dynamo=False, "
+          "training=torch.onnx.TrainingMode.TRAINING for --dropout=graph"));
     }
   }
   std::vector<onnx::NodeProto*> dropouts = Dropouts(graph);

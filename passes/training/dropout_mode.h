@@ -8,8 +8,8 @@
 //   Dropout trains as one without; graph or a ratio R, every Dropout gets training_mode = true (a
 //   Constant) and a ratio (its own, ONNX's 0.5 when it has none, or R), so the autodiff's rule
 //   builds the masked backward. graph or R on a model without Dropout is an error that says how
-//   to export with them; a random op (a dynamo training-mode export's lowered Dropout) is an
-//   error in every mode. Constants and initializers only the changed Dropouts read go.
+//   to export with them; a random op lift-dropout did not turn back into a Dropout is an error
+//   in every mode. Constants and initializers only the changed Dropouts read go.
 // - dropout-step (after it): with graph or R, each training-mode Dropout of the step becomes
 //   ai.ampc.Dropout with a fourth input, the call = (ampc.step + ampc.skipped_steps) * K +
 //   ampc.micro_step (the batches run before this one, all in the checkpoint) and a `seed` (the

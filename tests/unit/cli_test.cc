@@ -539,7 +539,7 @@ TEST_F(CliTest, PrintPipelineListsThePassesTheFlagsRunAndReadsNoModel) {
     passes.emplace_back(line.substr(0, line.find(' ')));
   }
   EXPECT_THAT(passes, ::testing::ElementsAre(
-                          "verify-input", "upgrade-opset", "untie", "infer-types",
+                          "verify-input", "upgrade-opset", "untie", "infer-types", "lift-dropout",
                           "split-sequences", "loss-op", "infer-types", "autocast", "insert-casts",
                           "fold-casts", "dropout-mode", "training-step", "dropout-step", "verify"));
   EXPECT_THAT(r.out, HasSubstr("--loss-op: adds the loss"));

@@ -280,9 +280,8 @@ TEST(DropoutMode, AskingForDropoutOfAModelWithoutDropoutNodesSaysHowToExport) {
 }
 
 // The dynamo exporter in training mode lowers an in-place Dropout (MobileNetV3's) to
-// RandomUniformLike, Less and Div: refused at compile time, naming the node and the fix.
-TEST(DropoutMode, ARandomOpIsRefusedNamingTheExportThatTrains) {
-  onnx::ModelProto model = testing::ParseModelText(R"(<ir_version: 8, opset_import: ["" : 17]>
+// RandomUniformLike, Less, Cast, Div and Mul.
+constexpr char kLoweredDropout[] = R"(<ir_version: 8, opset_import: ["" : 17]>
 g (float[4] x) => (float loss) <float[4] w = {1, 2, 3, 4}, float p = {0.8}> {
   h = Mul (x, w)
   rands = RandomUniformLike (h)
@@ -291,17 +290,46 @@ g (float[4] x) => (float loss) <float[4] w = {1, 2, 3, 4}, float p = {0.8}> {
   scale = Div (kept, p)
   d = Mul (h, scale)
   loss = ReduceSum <keepdims = 0> (d)
-})");
+})";
+
+// kLoweredDropout compiled for --train with `passes` in both modes: check(mode, result, model).
+template <typename Check>
+void CompileLoweredDropout(const std::vector<std::string>& passes, Check check) {
   TrainingOptions options;
   options.loss = "loss";
   for (const auto mode : {TrainingOptions::Dropout::kOff, TrainingOptions::Dropout::kGraph}) {
+    SCOPED_TRACE(mode == TrainingOptions::Dropout::kOff ? "off" : "graph");
     options.dropout = mode;
-    onnx::ModelProto copy = model;
-    auto r = testing::CompileForTraining(copy, {"infer-types", "dropout-mode"}, options);
+    onnx::ModelProto model = testing::ParseModelText(kLoweredDropout);
+    check(mode, testing::CompileForTraining(model, passes, options), model);
+  }
+}
+
+// A random op still in the graph when dropout-mode runs (here lift-dropout does not run first):
+// refused at compile time, naming the node and the fix.
+TEST(DropoutMode, ARandomOpIsRefusedNamingTheExportThatTrains) {
+  CompileLoweredDropout({"infer-types", "dropout-mode"}, [](auto, const auto& r, const auto&) {
     ASSERT_FALSE(r.ok());
     EXPECT_THAT(r.status().message(), HasSubstr("(RandomUniformLike): --train has no random ops"));
     EXPECT_THAT(r.status().message(), HasSubstr("--dropout=off"));
-  }
+  });
+}
+
+// lift-dropout first: the chain is a Dropout again (its ratio pinned by the golden test
+// lift-dropout/lowered_inplace_dropout_becomes_dropout), so both modes compile: off leaves no
+// Dropout, graph keeps it in training mode.
+TEST(DropoutMode, TheLoweredDropoutLiftedTrainsInBothModes) {
+  CompileLoweredDropout({"infer-types", "lift-dropout", "dropout-mode"},
+                        [](auto mode, const auto& r, const onnx::ModelProto& model) {
+                          ASSERT_TRUE(r.ok()) << r.status();
+                          int dropouts = 0, random = 0;
+                          for (const onnx::NodeProto& node : model.graph().node()) {
+                            dropouts += node.op_type() == "Dropout";
+                            random += node.op_type() == "RandomUniformLike";
+                          }
+                          EXPECT_EQ(random, 0);
+                          EXPECT_EQ(dropouts, mode == TrainingOptions::Dropout::kGraph ? 1 : 0);
+                        });
 }
 
 // The dynamo exporter gives ratio and training_mode as initializers: the graph's Identity no

@@ -47,13 +47,13 @@ TEST(PipelineTest, Fp32RunsNoCastPasses) {
 
 TEST(PipelineTest, TrainPlacesTheStepAfterTheCastPasses) {
   EXPECT_THAT(Names(Flags({"--train"})),
-              ElementsAre("verify-input", "upgrade-opset", "untie", "infer-types",
+              ElementsAre("verify-input", "upgrade-opset", "untie", "infer-types", "lift-dropout",
                           "split-sequences", "autocast", "insert-casts", "fold-casts",
                           "dropout-mode", "training-step", "dropout-step", "verify"));
   EXPECT_THAT(
       Names(Flags({"--dtype=fp32", "--train"})),
-      ElementsAre("verify-input", "upgrade-opset", "untie", "infer-types", "split-sequences",
-                  "dropout-mode", "training-step", "dropout-step", "verify"));
+      ElementsAre("verify-input", "upgrade-opset", "untie", "infer-types", "lift-dropout",
+                  "split-sequences", "dropout-mode", "training-step", "dropout-step", "verify"));
 }
 
 TEST(PipelineTest, UntieRunsOnlyForTrainBeforeTheTypesAndTheCasts) {
@@ -64,13 +64,13 @@ TEST(PipelineTest, UntieRunsOnlyForTrainBeforeTheTypesAndTheCasts) {
   // A list that lacks it gets it under --train, before the types.
   EXPECT_THAT(
       Names(Flags({"--train"}, {"infer-types", "verify"})),
-      ElementsAre("verify-input", "upgrade-opset", "untie", "infer-types", "split-sequences",
-                  "dropout-mode", "training-step", "dropout-step", "verify"));
+      ElementsAre("verify-input", "upgrade-opset", "untie", "infer-types", "lift-dropout",
+                  "split-sequences", "dropout-mode", "training-step", "dropout-step", "verify"));
 }
 
 TEST(PipelineTest, LossOpIsAddedAndTypedBeforeAutocast) {
   EXPECT_THAT(Names(Flags({"--train", "--loss-op"})),
-              ElementsAre("verify-input", "upgrade-opset", "untie", "infer-types",
+              ElementsAre("verify-input", "upgrade-opset", "untie", "infer-types", "lift-dropout",
                           "split-sequences", "loss-op", "infer-types", "autocast", "insert-casts",
                           "fold-casts", "dropout-mode", "training-step", "dropout-step", "verify"));
 }
@@ -84,13 +84,13 @@ TEST(PipelineTest, APassesListRunsAfterVerifyInputAsGiven) {
 }
 
 TEST(PipelineTest, TrainAddsWhatTheStepNeedsToAList) {
-  EXPECT_THAT(
-      Names(Flags({"--train"}, {"autocast", "verify"})),
-      ElementsAre("verify-input", "upgrade-opset", "untie", "infer-types", "split-sequences",
-                  "autocast", "dropout-mode", "training-step", "dropout-step", "verify"));
+  EXPECT_THAT(Names(Flags({"--train"}, {"autocast", "verify"})),
+              ElementsAre("verify-input", "upgrade-opset", "untie", "infer-types", "lift-dropout",
+                          "split-sequences", "autocast", "dropout-mode", "training-step",
+                          "dropout-step", "verify"));
   // Without verify the step goes last; with --loss-op the loss comes after the first typing.
   EXPECT_THAT(Names(Flags({"--train", "--loss-op"}, {"infer-types", "autocast"})),
-              ElementsAre("verify-input", "upgrade-opset", "untie", "infer-types",
+              ElementsAre("verify-input", "upgrade-opset", "untie", "infer-types", "lift-dropout",
                           "split-sequences", "loss-op", "infer-types", "autocast", "dropout-mode",
                           "training-step", "dropout-step"));
   // A list that names training-step is kept as it is.
