@@ -196,24 +196,51 @@ class Schemas {
 // What strict InferShapes does at one node: the schema's type constraints checked, each output's
 // type (from the constraints, or from the schema's inference where they do not fix it) against
 // the declared one. Nodes without a schema are left alone, as there. Throws ONNX's errors.
+// Each declared output type against the one `context` holds for it; shapes merged too when
+// `inferred` (the schema's inference ran). Throws ONNX's errors.
+void CompareOutputs(const onnx::NodeProto& node, const GraphIndex& index, NodeContext& context,
+                    bool inferred) {
+  for (int i = 0; i < node.output_size(); ++i) {
+    const onnx::TypeProto* declared = node.output(i).empty() ? nullptr : index.Type(node.output(i));
+    const onnx::TypeProto* found = context.getOutputType(static_cast<size_t>(i));
+    if (declared == nullptr || found->value_case() == onnx::TypeProto::VALUE_NOT_SET) continue;
+    onnx::shape_inference::checkShapesAndTypes(*found, *declared);
+    if (inferred) {
+      onnx::TypeProto merged = *declared;
+      onnx::shape_inference::mergeShapesAndTypes(*found, &merged);
+    }
+  }
+}
+
+// Whether an output with a declared type got none from the constraints: the input that binds it
+// is an absent optional one (QuantizeLinear without y_zero_point).
+bool AnyOutputOpen(const onnx::NodeProto& node, const GraphIndex& index, NodeContext& context) {
+  for (int i = 0; i < node.output_size(); ++i) {
+    if (!node.output(i).empty() && index.Type(node.output(i)) != nullptr &&
+        context.getOutputType(static_cast<size_t>(i))->value_case() ==
+            onnx::TypeProto::VALUE_NOT_SET) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// What strict InferShapes does at one node: the schema's type constraints checked, each output's
+// type (from the constraints, or from the schema's inference where they do not fix it) against
+// the declared one. Nodes without a schema are left alone, as there. Throws ONNX's errors.
 void InferNode(const Schemas::Entry& entry, const onnx::NodeProto& node, const GraphIndex& index) {
   const onnx::OpSchema* schema = entry.schema;
   if (schema == nullptr) return;
-  const bool infer = !entry.types_follow && schema->has_type_and_shape_inference_function();
-  if (!entry.types_follow && !infer) return;
-  NodeContext context(node, index);
-  if (infer) schema->GetTypeAndShapeInferenceFunction()(context);
-  schema->CheckInputOutputType(context);
-  for (int i = 0; i < node.output_size(); ++i) {
-    const onnx::TypeProto* declared = node.output(i).empty() ? nullptr : index.Type(node.output(i));
-    const onnx::TypeProto* inferred = context.getOutputType(static_cast<size_t>(i));
-    if (declared == nullptr || inferred->value_case() == onnx::TypeProto::VALUE_NOT_SET) continue;
-    onnx::shape_inference::checkShapesAndTypes(*inferred, *declared);
-    if (infer) {
-      onnx::TypeProto merged = *declared;
-      onnx::shape_inference::mergeShapesAndTypes(*inferred, &merged);
-    }
-  }
+  const bool can_infer = schema->has_type_and_shape_inference_function();
+  const auto run = [&](bool infer) {
+    NodeContext context(node, index);
+    if (infer) schema->GetTypeAndShapeInferenceFunction()(context);
+    schema->CheckInputOutputType(context);
+    if (!infer && can_infer && AnyOutputOpen(node, index, context)) return false;
+    CompareOutputs(node, index, context, infer);
+    return true;
+  };
+  if (!run(/*infer=*/!entry.types_follow && can_infer)) run(/*infer=*/true);
 }
 
 // The values of the graph whose type or producer differs from the snapshot, or that it lacks.

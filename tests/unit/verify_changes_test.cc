@@ -32,8 +32,9 @@ absl::Status FullCheck(onnx::ModelProto model) {
 
 // Infers types, snapshots them, applies `change` and returns VerifyChanges' verdict, after
 // checking that the full check agrees.
-absl::Status CheckAfter(const std::function<void(onnx::GraphProto&)>& change) {
-  onnx::ModelProto model = ParseModelText(kModel);
+absl::Status CheckAfter(const std::function<void(onnx::GraphProto&)>& change,
+                        const char* text = kModel) {
+  onnx::ModelProto model = ParseModelText(text);
   EXPECT_TRUE(InferTypesKeepingIo(model, "m.onnx").ok());
   const TypeSnapshot before(**GraphIndex::Build(model.graph()));
   change(*model.mutable_graph());
@@ -134,6 +135,24 @@ TEST(VerifyChangesTest, ChangedNodesGetOnnxsNodeCheck) {
   EXPECT_FALSE(status.ok());
   EXPECT_NE(status.message().find("ONNX checker"), std::string::npos) << status;
   EXPECT_NE(status.message().find("attribute 'to'"), std::string::npos) << status;
+}
+
+TEST(VerifyChangesTest, OutputTypeLeftOpenByAnAbsentOptionalInputIsInferred) {
+  // QuantizeLinear without y_zero_point: the constraints cannot type y, its inference says
+  // uint8, and y declared int8 must fail as under strict inference.
+  const char* quantize = R"(<ir_version: 10, opset_import: ["" : 21]>
+g (float[4] x) => (uint8[4] y) <float s = {0.5}> {
+  y = QuantizeLinear(x, s)
+})";
+  EXPECT_TRUE(CheckAfter([](onnx::GraphProto&) {}, quantize).ok());
+  const absl::Status status = CheckAfter(
+      [](onnx::GraphProto& graph) {
+        graph.mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(
+            onnx::TensorProto::INT8);
+      },
+      quantize);
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("QuantizeLinear"), std::string::npos) << status;
 }
 
 TEST(VerifyChangesTest, SubgraphsFunctionsAndTrainingGetTheFullCheck) {
