@@ -62,7 +62,7 @@ absl::StatusOr<PassResult> InferTypes::Run(ModelContext& context) {
   // The index of the typed model, which the passes after this one reuse.
   context.DropIndex();
   AMPC_ASSIGN_OR_RETURN(std::shared_ptr<const GraphIndex> index, context.Index());
-  context.inferred_types = std::make_shared<const TypeSnapshot>(*index);
+  context.inferred_types = std::make_shared<const TypeSnapshot>(context.model, *index);
   return PassResult(context.model.graph().value_info_size() != known, /*index_stale=*/false);
 }
 

@@ -14,9 +14,13 @@ absl::StatusOr<PassResult> Verify::Run(ModelContext& context) {
   const std::string where = absl::StrCat(context.file, " (ampc output)");
   RegisterAmpcSchemas();  // the checker checks ai.ampc nodes against their schemas
   absl::Status status;
+  bool decided = false;
   if (!full_ && context.inferred_types != nullptr && CanVerifyChanges(context.model)) {
-    status = VerifyChanges(context.model, *context.inferred_types, where);
-  } else {
+    absl::StatusOr<bool> verified = VerifyChanges(context.model, *context.inferred_types, where);
+    status = verified.status();
+    decided = !verified.ok() || *verified;
+  }
+  if (!decided) {
     status = CatchOnnx(absl::StrCat(where, ": ONNX checker"),
                        [&] { onnx::checker::check_model(context.model); });
     // In place: the output already carries every type, so inference adds nothing it keeps.

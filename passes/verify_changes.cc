@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <stdexcept>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -27,31 +28,55 @@ const onnx::NodeProto* Producer(const GraphIndex& index, const std::string& valu
   return source != nullptr && source->kind == ValueSource::Kind::kNode ? source->node : nullptr;
 }
 
-// The type's fields (a tensor's element type and dims; anything else serialized) and the
-// producer's op, hashed.
-uint64_t Key(const onnx::TypeProto* type, const onnx::NodeProto* producer) {
-  thread_local std::string key;
-  key.clear();
-  const auto append = [](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+void Append(std::string& key, int64_t v) {
+  key.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+// What an attribute says, cheaply: its scalars and lists, and of a tensor its type, dims and size.
+void AppendAttribute(std::string& key, const onnx::AttributeProto& a) {
+  absl::StrAppend(&key, a.name(), "=", a.type(), ":", a.i(), ",", a.f(), ",", a.s(), ",");
+  for (int64_t v : a.ints()) Append(key, v);
+  for (float v : a.floats()) absl::StrAppend(&key, v, ",");
+  for (const std::string& v : a.strings()) absl::StrAppend(&key, v, ",");
+  if (a.has_t()) {
+    Append(key, a.t().data_type());
+    for (int64_t d : a.t().dims()) Append(key, d);
+    Append(key, static_cast<int64_t>(a.t().ByteSizeLong()));
+  }
+}
+
+// A value's element type (or, for a non-tensor type, the whole type), and everything else
+// strict inference reads about it: its shape, and its producer's op, inputs and attributes.
+TypeSnapshot::Keys KeysOf(const onnx::TypeProto* type, const onnx::NodeProto* producer) {
+  thread_local std::string element, structure;
+  element.clear();
+  structure.clear();
   if (type != nullptr && type->has_tensor_type()) {
     const onnx::TypeProto::Tensor& tensor = type->tensor_type();
-    key.push_back('t');
-    append(tensor.elem_type());
+    Append(element, tensor.elem_type());
     if (tensor.has_shape()) {
-      append(tensor.shape().dim_size());
+      Append(structure, tensor.shape().dim_size());
       for (const onnx::TensorShapeProto::Dimension& dim : tensor.shape().dim()) {
         if (dim.has_dim_value()) {
-          append(dim.dim_value());
+          Append(structure, dim.dim_value());
         } else {
-          absl::StrAppend(&key, "'", dim.dim_param(), "'");
+          absl::StrAppend(&structure, "'", dim.dim_param(), "'");
         }
       }
     }
   } else if (type != nullptr) {
-    absl::StrAppend(&key, "o", type->SerializeAsString());
+    absl::StrAppend(&element, "o", type->SerializeAsString());
+  } else {
+    element = "untyped";
   }
-  if (producer != nullptr) absl::StrAppend(&key, "|", producer->domain(), ":", producer->op_type());
-  return absl::HashOf(std::string_view(key));
+  if (producer != nullptr) {
+    absl::StrAppend(&structure, "|", producer->domain(), ":", producer->op_type(), "(");
+    for (const std::string& input : producer->input()) absl::StrAppend(&structure, input, ",");
+    for (const onnx::AttributeProto& attribute : producer->attribute()) {
+      AppendAttribute(structure, attribute);
+    }
+  }
+  return {absl::HashOf(std::string_view(element)), absl::HashOf(std::string_view(structure))};
 }
 
 bool HasSubgraph(const onnx::NodeProto& node) {
@@ -131,13 +156,25 @@ class NodeContext : public onnx::InferenceContext {
     return nullptr;
   }
   size_t getNumInputs() const override { return static_cast<size_t>(node_.input_size()); }
+  bool hasInput(size_t i) const override {
+    return i < getNumInputs() && !node_.input(static_cast<int>(i)).empty();
+  }
   const onnx::TypeProto* getInputType(size_t i) const override {
-    const std::string& name = node_.input(static_cast<int>(i));
+    const std::string& name = Input(i);
     return name.empty() ? nullptr : index_.Type(name);
   }
-  const onnx::TensorProto* getInputData(size_t) const override { return nullptr; }
+  // Initializers held in memory, as InferShapes gives them (not data in a file).
+  const onnx::TensorProto* getInputData(size_t i) const override {
+    const std::string& name = Input(i);
+    const onnx::TensorProto* tensor = name.empty() ? nullptr : index_.Initializer(name);
+    return tensor != nullptr && tensor->data_location() != onnx::TensorProto::EXTERNAL ? tensor
+                                                                                       : nullptr;
+  }
   size_t getNumOutputs() const override { return outputs_.size(); }
-  onnx::TypeProto* getOutputType(size_t i) override { return &outputs_[i]; }
+  onnx::TypeProto* getOutputType(size_t i) override {
+    if (i >= outputs_.size()) throw std::out_of_range("output index out of range");
+    return &outputs_[i];
+  }
   onnx::GraphInferencer* getGraphAttributeInferencer(const std::string&) override {
     return nullptr;  // CanVerifyChanges: no subgraphs
   }
@@ -145,6 +182,10 @@ class NodeContext : public onnx::InferenceContext {
   const onnx::TensorShapeProto* getSymbolicInput(size_t) const override { return nullptr; }
 
  private:
+  const std::string& Input(size_t i) const {
+    if (i >= getNumInputs()) throw std::out_of_range("input index out of range");
+    return node_.input(static_cast<int>(i));
+  }
   const onnx::NodeProto& node_;
   const GraphIndex& index_;
   std::vector<onnx::TypeProto> outputs_;
@@ -194,10 +235,10 @@ class Schemas {
 };
 
 // What strict InferShapes does at one node: the schema's type constraints checked, each output's
-// type (from the constraints, or from the schema's inference where they do not fix it) against
-// the declared one. Nodes without a schema are left alone, as there. Throws ONNX's errors.
-// Each declared output type against the one `context` holds for it; shapes merged too when
-// `inferred` (the schema's inference ran). Throws ONNX's errors.
+// type (from the schema's inference, or from the constraints alone where only element types
+// changed and they fix every output's) against the declared one. Nodes without a schema are left
+// alone, as there. Throws ONNX's errors. Each declared output type against the one `context` holds
+// for it; shapes merged too when `inferred` (the schema's inference ran). Throws ONNX's errors.
 void CompareOutputs(const onnx::NodeProto& node, const GraphIndex& index, NodeContext& context,
                     bool inferred) {
   for (int i = 0; i < node.output_size(); ++i) {
@@ -226,9 +267,11 @@ bool AnyOutputOpen(const onnx::NodeProto& node, const GraphIndex& index, NodeCon
 }
 
 // What strict InferShapes does at one node: the schema's type constraints checked, each output's
-// type (from the constraints, or from the schema's inference where they do not fix it) against
-// the declared one. Nodes without a schema are left alone, as there. Throws ONNX's errors.
-void InferNode(const Schemas::Entry& entry, const onnx::NodeProto& node, const GraphIndex& index) {
+// type (from the schema's inference, or from the constraints alone where only element types
+// changed and they fix every output's) against the declared one. Nodes without a schema are left
+// alone, as there. Throws ONNX's errors.
+void InferNode(const Schemas::Entry& entry, const onnx::NodeProto& node, const GraphIndex& index,
+               bool structural) {
   const onnx::OpSchema* schema = entry.schema;
   if (schema == nullptr) return;
   const bool can_infer = schema->has_type_and_shape_inference_function();
@@ -240,17 +283,27 @@ void InferNode(const Schemas::Entry& entry, const onnx::NodeProto& node, const G
     CompareOutputs(node, index, context, infer);
     return true;
   };
-  if (!run(/*infer=*/!entry.types_follow && can_infer)) run(/*infer=*/true);
+  // Where only element types changed, the shapes and wiring inference accepted are the same.
+  if (!run(/*infer=*/(structural || !entry.types_follow) && can_infer)) run(/*infer=*/true);
 }
 
-// The values of the graph whose type or producer differs from the snapshot, or that it lacks.
-using ChangedValues = absl::flat_hash_set<std::string_view>;
+// The values of the graph that differ from the snapshot (or that it lacks), each with whether
+// more than its element type changed; `untyped` set when one of them has no declared type.
+struct ChangedValues {
+  absl::flat_hash_map<std::string_view, bool> structural;
+  bool untyped = false;
+  bool contains(std::string_view value) const { return structural.contains(value); }
+};
 
 ChangedValues FindChanged(const onnx::GraphProto& graph, const GraphIndex& index,
                           const TypeSnapshot& before) {
   ChangedValues changed;
   const auto check = [&](const std::string& value, const onnx::NodeProto* producer) {
-    if (!before.Unchanged(value, index.Type(value), producer)) changed.insert(value);
+    const onnx::TypeProto* type = index.Type(value);
+    const TypeSnapshot::Change change = before.Compare(value, type, producer);
+    if (change == TypeSnapshot::Change::kNone) return;
+    changed.structural.emplace(value, change == TypeSnapshot::Change::kStructure);
+    changed.untyped |= type == nullptr;
   };
   for (const onnx::ValueInfoProto& input : graph.input()) check(input.name(), nullptr);
   for (const onnx::TensorProto& tensor : graph.initializer()) check(tensor.name(), nullptr);
@@ -262,10 +315,22 @@ ChangedValues FindChanged(const onnx::GraphProto& graph, const GraphIndex& index
   return changed;
 }
 
-bool NodeChanged(const onnx::NodeProto& node, const ChangedValues& changed) {
-  const auto in = [&](const std::string& value) { return changed.contains(value); };
-  return std::any_of(node.input().begin(), node.input().end(), in) ||
-         std::any_of(node.output().begin(), node.output().end(), in);
+// Whether any of the node's values changed, and whether more than element types did.
+struct NodeChange {
+  bool any = false, structural = false;
+};
+
+NodeChange NodeChanged(const onnx::NodeProto& node, const ChangedValues& changed) {
+  NodeChange result;
+  const auto look = [&](const std::string& value) {
+    const auto it = changed.structural.find(value);
+    if (it == changed.structural.end()) return;
+    result.any = true;
+    result.structural |= it->second;
+  };
+  for (const std::string& value : node.input()) look(value);
+  for (const std::string& value : node.output()) look(value);
+  return result;
 }
 
 // Initializers against the types their names are declared with (as strict inference checks), and
@@ -275,14 +340,23 @@ absl::Status CheckInitializers(const onnx::GraphProto& graph, const GraphIndex& 
                                const onnx::checker::CheckerContext& checker,
                                const std::string& where) {
   for (const onnx::TensorProto& tensor : graph.initializer()) {
-    // The index gives a declared type (graph input, value_info) before the initializer's own.
+    // The index gives a declared type (graph input, value_info) before the initializer's own;
+    // strict inference checks and merges the two, dims included.
     const onnx::TypeProto* declared = index.Type(tensor.name());
-    if (declared != nullptr && declared->has_tensor_type() &&
-        declared->tensor_type().elem_type() != tensor.data_type()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": type inference: initializer '", tensor.name(), "' holds ",
-                       onnx::TensorProto::DataType_Name(tensor.data_type()), " but is declared as ",
-                       onnx::TensorProto::DataType_Name(declared->tensor_type().elem_type())));
+    if (declared != nullptr && declared->has_tensor_type()) {
+      AMPC_RETURN_IF_ERROR(CatchOnnxIn(
+          [&] {
+            return absl::StrCat(where, ": type inference: initializer '", tensor.name(), "'");
+          },
+          [&] {
+            onnx::TypeProto held;
+            held.mutable_tensor_type()->set_elem_type(tensor.data_type());
+            auto* shape = held.mutable_tensor_type()->mutable_shape();
+            for (int64_t d : tensor.dims()) shape->add_dim()->set_dim_value(d);
+            onnx::shape_inference::checkShapesAndTypes(held, *declared);
+            onnx::TypeProto merged = *declared;
+            onnx::shape_inference::mergeShapesAndTypes(held, &merged);
+          }));
     }
     if (changed.contains(tensor.name())) {
       AMPC_RETURN_IF_ERROR(CatchOnnx(absl::StrCat(where, ": ONNX checker"),
@@ -307,11 +381,20 @@ absl::Status CheckValueInfos(const onnx::GraphProto& graph, const ChangedValues&
 
 }  // namespace
 
-TypeSnapshot::TypeSnapshot(const GraphIndex& index) {
+std::string ModelFieldsKey(const onnx::ModelProto& model) {
+  std::string key = absl::StrCat(model.ir_version(), ";");
+  for (const onnx::OperatorSetIdProto& opset : model.opset_import()) {
+    absl::StrAppend(&key, opset.domain(), ":", opset.version(), ";");
+  }
+  return key;
+}
+
+TypeSnapshot::TypeSnapshot(const onnx::ModelProto& model, const GraphIndex& index)
+    : model_fields_(ModelFieldsKey(model)) {
   const onnx::GraphProto& graph = index.graph();
   keys_.reserve(graph.input_size() + graph.initializer_size() + graph.node_size());
   const auto add = [&](const std::string& value) {
-    keys_.try_emplace(value, Key(index.Type(value), Producer(index, value)));
+    keys_.try_emplace(value, KeysOf(index.Type(value), Producer(index, value)));
   };
   for (const onnx::ValueInfoProto& input : graph.input()) add(input.name());
   for (const onnx::TensorProto& tensor : graph.initializer()) add(tensor.name());
@@ -322,10 +405,17 @@ TypeSnapshot::TypeSnapshot(const GraphIndex& index) {
   }
 }
 
-bool TypeSnapshot::Unchanged(const std::string& value, const onnx::TypeProto* type,
-                             const onnx::NodeProto* producer) const {
+TypeSnapshot::Change TypeSnapshot::Compare(const std::string& value, const onnx::TypeProto* type,
+                                           const onnx::NodeProto* producer) const {
   const auto it = keys_.find(value);
-  return it != keys_.end() && it->second == Key(type, producer);
+  if (it == keys_.end()) return Change::kStructure;
+  const Keys now = KeysOf(type, producer);
+  if (now.structure != it->second.structure) return Change::kStructure;
+  return now.element == it->second.element ? Change::kNone : Change::kElementType;
+}
+
+bool TypeSnapshot::SameModelFields(const onnx::ModelProto& model) const {
+  return ModelFieldsKey(model) == model_fields_;
 }
 
 bool CanVerifyChanges(const onnx::ModelProto& model) {
@@ -336,8 +426,9 @@ bool CanVerifyChanges(const onnx::ModelProto& model) {
   return true;
 }
 
-absl::Status VerifyChanges(const onnx::ModelProto& model, const TypeSnapshot& before,
-                           const std::string& where) {
+absl::StatusOr<bool> VerifyChanges(const onnx::ModelProto& model, const TypeSnapshot& before,
+                                   const std::string& where) {
+  if (!before.SameModelFields(model)) return false;
   AMPC_RETURN_IF_ERROR(CheckModelFields(model, where));
   const onnx::GraphProto& graph = model.graph();
   absl::StatusOr<std::unique_ptr<GraphIndex>> built = GraphIndex::Build(graph);
@@ -351,20 +442,23 @@ absl::Status VerifyChanges(const onnx::ModelProto& model, const TypeSnapshot& be
   const onnx::checker::LexicalScopeContext scope;
   Schemas schemas(model);
   const ChangedValues changed = FindChanged(graph, index, before);
+  if (changed.untyped) return false;
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnx::NodeProto& node = graph.node(i);
-    if (!NodeChanged(node, changed)) continue;
+    const NodeChange change = NodeChanged(node, changed);
+    if (!change.any) continue;
     const char* step = "ONNX checker";
     AMPC_RETURN_IF_ERROR(
         CatchOnnxIn([&] { return absl::StrCat(where, ": ", step, ": ", DescribeNode(node, i)); },
                     [&] {
                       onnx::checker::check_node(node, checker, scope);
                       step = "type inference";
-                      InferNode(schemas.Of(node), node, index);
+                      InferNode(schemas.Of(node), node, index, change.structural);
                     }));
   }
   AMPC_RETURN_IF_ERROR(CheckInitializers(graph, index, changed, checker, where));
-  return CheckValueInfos(graph, changed, checker, where);
+  AMPC_RETURN_IF_ERROR(CheckValueInfos(graph, changed, checker, where));
+  return true;
 }
 
 }  // namespace ampc

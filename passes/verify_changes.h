@@ -13,25 +13,31 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace ampc {
 
 class GraphIndex;
 
-// What each value of the main graph was once strict inference accepted the model: its declared
-// type and the op that produced it, as an opaque key. Taken by infer-types from the index of the
-// main graph.
+// What each value of the main graph was once strict inference accepted the model, as two hashes:
+// its element type, and everything else inference reads (shape, producer op, the producer's
+// inputs and attributes); and the model's IR version and opset imports. Taken by infer-types.
 class TypeSnapshot {
  public:
-  explicit TypeSnapshot(const GraphIndex& index);
-  // Whether `value` (produced by `producer`, null for a graph input or initializer) still has
-  // the type and producer it had; false for a value the snapshot does not know.
-  bool Unchanged(const std::string& value, const onnx::TypeProto* type,
+  TypeSnapshot(const onnx::ModelProto& model, const GraphIndex& index);
+  struct Keys {
+    uint64_t element, structure;
+  };
+  enum class Change { kNone, kElementType, kStructure };
+  // How `value` (produced by `producer`, null for a graph input or initializer) differs from the
+  // snapshot; kStructure for a value the snapshot does not know.
+  Change Compare(const std::string& value, const onnx::TypeProto* type,
                  const onnx::NodeProto* producer) const;
+  bool SameModelFields(const onnx::ModelProto& model) const;
 
  private:
-  absl::flat_hash_map<std::string, uint64_t>
-      keys_;  // a hash of the serialized type and producer op
+  std::string model_fields_;
+  absl::flat_hash_map<std::string, Keys> keys_;
 };
 
 // Whether VerifyChanges can judge `model`: one graph without subgraphs, no model-local functions
@@ -39,8 +45,10 @@ class TypeSnapshot {
 bool CanVerifyChanges(const onnx::ModelProto& model);
 
 // Fails with ONNX's message, prefixed by `where`, where check_model and strict inference would
-// fail on what changed since `before`. Requires CanVerifyChanges(model).
-absl::Status VerifyChanges(const onnx::ModelProto& model, const TypeSnapshot& before,
-                           const std::string& where);
+// fail on what changed since `before`. Requires CanVerifyChanges(model). False (nothing decided)
+// where it cannot judge alone: the IR version or opsets changed, or a changed value has no
+// declared type; the caller then runs the full check.
+absl::StatusOr<bool> VerifyChanges(const onnx::ModelProto& model, const TypeSnapshot& before,
+                                   const std::string& where);
 
 }  // namespace ampc
