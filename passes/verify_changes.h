@@ -46,8 +46,8 @@ bool CanVerifyChanges(const onnx::ModelProto& model);
 
 // Fails with ONNX's message, prefixed by `where`, where check_model and strict inference would
 // fail on what changed since `before`. Requires CanVerifyChanges(model). False (nothing decided)
-// where it cannot judge alone: the IR version or opsets changed, or a changed value has no
-// declared type; the caller then runs the full check.
+// where it cannot judge alone: the IR version or opsets changed, or a changed value, or an input
+// of a changed node, has no declared type; the caller then runs the full check.
 absl::StatusOr<bool> VerifyChanges(const onnx::ModelProto& model, const TypeSnapshot& before,
                                    const std::string& where);
 
