@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/grad_common.h"
+#include "kernels/cpu/lane_sums.h"
 #include "kernels/cpu/linalg_conv.h"
 
 namespace ampc::grad {
@@ -76,30 +77,21 @@ struct ConvGradWork {
   }
 };
 
-// db = the sum of dy [batch, m, osize] over images and positions, one channel per task.
+// db = the sum of dy [batch, m, osize] over images and positions, as ReduceSum adds them.
 template <typename T>
 absl::Status StoreBiasGrad(KernelContext& context, const linalg::Acc<T>* dy, int64_t batch,
-                           int64_t m, int64_t osize, ThreadPool& pool) {
+                           int64_t m, int64_t osize) {
   using A = linalg::Acc<T>;
   std::vector<A> db(static_cast<size_t>(m), A{0});
-  pool.ParallelFor(m, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, batch * osize)),
-                   [&](int64_t begin, int64_t end) {
-                     for (int64_t k = begin; k < end; ++k) {
-                       A sum{0};
-                       for (int64_t image = 0; image < batch; ++image) {
-                         const A* row = dy + (image * m + k) * osize;
-                         for (int64_t p = 0; p < osize; ++p) sum += row[p];
-                       }
-                       db[k] = sum;
-                     }
-                   });
+  SumEveryRow(
+      context, dy, RowBlock{batch, m, osize}, [](A v) { return v; }, db.data());
   return Store<T>(context, 2, {m}, db);
 }
 
 // Per group and block of images, with the block's images side by side in one GEMM (so that
 // layers with few output positions still make GEMMs the BLAS kernels run at speed):
 // dx = col2im(W^T dy), dw += dy im2col(x)^T (blocks in order), db = the sum of dy over images
-// and positions, one channel per task. Each output value is computed by one thread in a fixed
+// and positions as ReduceSum adds them. Each output value is computed by one thread in a fixed
 // order (a group's values by the one task of that group), so the result is the same at any
 // thread count.
 template <typename T>
@@ -160,7 +152,7 @@ absl::Status ConvGradTyped(KernelContext& context, const linalg::ConvGeometry& g
   }
   if (dx != nullptr) dx->Finish(pool);
   if (dw != nullptr) dw->Finish(pool);
-  if (Wants(context, 2)) return StoreBiasGrad<T>(context, ady.data(), batch, m, osize, pool);
+  if (Wants(context, 2)) return StoreBiasGrad<T>(context, ady.data(), batch, m, osize);
   return absl::OkStatus();
 }
 

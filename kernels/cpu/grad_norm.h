@@ -141,7 +141,8 @@ struct BatchPlanes {
   int64_t batch, channels, inner;
 };
 
-// Channels whose gradient sums run side by side (two serial chains each, see kStatLanes).
+// Channels whose gradient sums run side by side (two serial chains each, see kRowLanes in
+// lane_sums.h).
 inline constexpr int kGradLanes = 4;
 inline constexpr int64_t kGradBlock = 512;  // values of a row widened at a time
 

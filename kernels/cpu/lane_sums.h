@@ -1,13 +1,18 @@
 // Several sums kept side by side, each adding its terms in exactly reduce::ChunkedSum's order and
 // chunks (float sums of kSumChunk terms, added up in double), while the terms arrive in pieces:
-// for the batch statistics of several channels at once (norm_kernels.cc), bit for bit what
-// ReduceSum gives each channel.
+// for ReduceSum over every axis but a contiguous run (reduce_kernels.cc) and the batch statistics
+// of several channels at once (norm_kernels.cc), bit for bit what one sum at a time gives.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/elementwise_convert.h"
+#include "kernels/cpu/parallel_for.h"
 #include "kernels/cpu/reduce_common.h"
+#include "kernels/cpu/scratch_arena.h"
 
 namespace ampc {
 
@@ -41,5 +46,59 @@ class LaneSums {
   double total_[kLanes] = {};
   int64_t filled_ = 0;
 };
+
+// A tensor seen as [outer, rows, inner], summed per row over (outer, inner) in that order.
+struct RowBlock {
+  int64_t outer, rows, inner;
+};
+
+// Rows whose sums run side by side: each sum is a serial chain of adds, so one alone waits on
+// every add; several in step keep the adder busy.
+inline constexpr int kRowLanes = 8;
+
+// The sums of rows [r0, r0 + kLanes) of term(k, value), each over (outer, inner) in order as
+// reduce::ChunkedSum adds, with FP16/BF16 values widened a block of a row at a time.
+template <int kLanes, typename T, typename C, typename Term>
+void SumRows(const T* px, const RowBlock& s, int64_t r0, Term&& term, C* out) {
+  ScratchBuffer<C> buffer(kLanes * kElementwiseBlock);
+  LaneSums<C, kLanes> sums;
+  const C* rows[kLanes];
+  for (int64_t n = 0; n < s.outer; ++n) {
+    for (int64_t j0 = 0; j0 < s.inner; j0 += kElementwiseBlock) {
+      const int64_t m = std::min(kElementwiseBlock, s.inner - j0);
+      for (int k = 0; k < kLanes; ++k) {
+        const T* row = px + (n * s.rows + r0 + k) * s.inner + j0;
+        if constexpr (std::is_same_v<T, C>) {
+          rows[k] = row;
+        } else {
+          WidenToAcc(row, m, buffer.data() + k * kElementwiseBlock);
+          rows[k] = buffer.data() + k * kElementwiseBlock;
+        }
+      }
+      sums.Add(m, [&](int k, int64_t j) { return term(k, rows[k][j]); });
+    }
+  }
+  for (int k = 0; k < kLanes; ++k) out[k] = sums.Result(k);
+}
+
+// out[r] = the sum of term(value) over row r, for every row, kRowLanes rows at a time; each row is
+// summed by one thread, so the bits do not depend on the thread count.
+template <typename T, typename C, typename Term>
+void SumEveryRow(const KernelContext& context, const T* px, const RowBlock& s, Term&& term,
+                 C* out) {
+  const int64_t groups = s.rows / kRowLanes, rest = s.rows % kRowLanes;
+  const auto lane_term = [&](int, C v) { return term(v); };
+  ParallelFor(context, groups + rest, kRowLanes * s.outer * s.inner,
+              [&](int64_t begin, int64_t end) {
+                for (int64_t g = begin; g < end; ++g) {
+                  if (g < groups) {
+                    SumRows<kRowLanes>(px, s, g * kRowLanes, lane_term, out + g * kRowLanes);
+                  } else {
+                    const int64_t r = groups * kRowLanes + (g - groups);
+                    SumRows<1>(px, s, r, lane_term, out + r);
+                  }
+                }
+              });
+}
 
 }  // namespace ampc

@@ -150,45 +150,17 @@ struct BatchNormShape {
   int64_t batch, channels, inner, params;
 };
 
-// Channels whose batch statistics are summed side by side: each sum is a serial chain of adds,
-// so one alone waits on every add; several in step keep the adder busy.
-inline constexpr int kStatLanes = 8;
-
-// The sums of channels [c0, c0 + kLanes) of term(k, value), each over (n, inner) in order as
-// reduce::ChunkedSum adds (LaneSums), with x's values widened a block of a row at a time.
-template <int kLanes, typename T, typename C, typename Term>
-void SumChannels(const T* px, const BatchNormShape& s, int64_t c0, Term&& term, C* out) {
-  ScratchBuffer<C> buffer(kLanes * kElementwiseBlock);
-  LaneSums<C, kLanes> sums;
-  const C* rows[kLanes];
-  for (int64_t n = 0; n < s.batch; ++n) {
-    for (int64_t j0 = 0; j0 < s.inner; j0 += kElementwiseBlock) {
-      const int64_t m = std::min(kElementwiseBlock, s.inner - j0);
-      for (int k = 0; k < kLanes; ++k) {
-        const T* row = px + (n * s.channels + c0 + k) * s.inner + j0;
-        if constexpr (std::is_same_v<T, C>) {
-          rows[k] = row;
-        } else {
-          WidenToAcc(row, m, buffer.data() + k * kElementwiseBlock);
-          rows[k] = buffer.data() + k * kElementwiseBlock;
-        }
-      }
-      sums.Add(m, [&](int k, int64_t j) { return term(k, rows[k][j]); });
-    }
-  }
-  for (int k = 0; k < kLanes; ++k) out[k] = sums.Result(k);
-}
-
 // Mean and population variance of channels [c0, c0 + kLanes): two passes, so no cancellation as
 // in E[x^2] - E[x]^2.
 template <int kLanes, typename T, typename C>
 void ChannelMoments(const T* px, const BatchNormShape& s, int64_t c0, C* mean, C* var) {
   const C count = static_cast<C>(s.batch * s.inner);
-  SumChannels<kLanes>(
-      px, s, c0, [](int, C v) { return v; }, mean + c0);
+  const RowBlock block{s.batch, s.channels, s.inner};
+  SumRows<kLanes>(
+      px, block, c0, [](int, C v) { return v; }, mean + c0);
   for (int k = 0; k < kLanes; ++k) mean[c0 + k] /= count;
-  SumChannels<kLanes>(
-      px, s, c0,
+  SumRows<kLanes>(
+      px, block, c0,
       [&](int k, C v) {
         const C d = v - mean[c0 + k];
         return d * d;
@@ -203,14 +175,14 @@ void ChannelMoments(const T* px, const BatchNormShape& s, int64_t c0, C* mean, C
 template <typename T, typename C>
 void BatchMoments(const KernelContext& context, const T* px, const BatchNormShape& s, C* mean,
                   C* var) {
-  const int64_t groups = s.channels / kStatLanes, rest = s.channels % kStatLanes;
-  ParallelFor(context, groups + rest, kStatLanes * 2 * s.batch * s.inner,
+  const int64_t groups = s.channels / kRowLanes, rest = s.channels % kRowLanes;
+  ParallelFor(context, groups + rest, kRowLanes * 2 * s.batch * s.inner,
               [&](int64_t begin, int64_t end) {
                 for (int64_t g = begin; g < end; ++g) {
                   if (g < groups) {
-                    ChannelMoments<kStatLanes>(px, s, g * kStatLanes, mean, var);
+                    ChannelMoments<kRowLanes>(px, s, g * kRowLanes, mean, var);
                   } else {
-                    ChannelMoments<1>(px, s, groups * kStatLanes + (g - groups), mean, var);
+                    ChannelMoments<1>(px, s, groups * kRowLanes + (g - groups), mean, var);
                   }
                 }
               });

@@ -1,17 +1,21 @@
 // Reductions (ReduceSum ... ReduceLogSumExp), ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax, CumSum,
 // CumProd, TopK and the two classification losses. Sums accumulate in FP32 (FP64 for FP64 inputs)
 // and each output is rounded once.
+#include <cassert>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/lane_sums.h"
 #include "kernels/cpu/reduce_common.h"
 #include "kernels/cpu/reduce_loss.h"
 #include "kernels/cpu/reduce_scan.h"
 #include "kernels/cpu/reduce_softmax.h"
+#include "kernels/cpu/scratch_arena.h"
 #include "passes/graph/status_macros.h"
 
 namespace ampc {
@@ -27,10 +31,36 @@ struct ReducePlan {
   bool noop = false;  // empty axes with noop_with_empty_axes: the output is the input
   Shape output_shape;
   std::vector<int64_t> kept_sizes, kept_strides;  // the kept dims of the input, in order
-  std::vector<int64_t> offsets;  // reduced elements, relative to an output's first element
+  // Reduced elements, relative to an output's first element, in the input's order; left empty
+  // when `rows` is set.
+  std::vector<int64_t> offsets;
+  // When asked for and the kept dims of more than one element are one run: the input as [outer,
+  // kept, inner], summed over (outer, inner) in that order.
+  std::optional<RowBlock> rows;
 };
 
-absl::StatusOr<ReducePlan> PlanReduce(const KernelContext& context) {
+// The input as [reduced dims before, kept dims, reduced dims after], when the kept dims longer
+// than 1 are adjacent and no dim is empty.
+std::optional<RowBlock> RowsOf(const Shape& shape, const std::vector<bool>& reduced) {
+  RowBlock block{1, 1, 1};
+  int phase = 0;  // 0: before the kept run, 1: in it, 2: after it
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int64_t size = shape[d];
+    if (size == 0) return std::nullopt;
+    if (size == 1) continue;
+    if (!reduced[d]) {
+      if (phase == 2) return std::nullopt;
+      phase = 1;
+      block.rows *= size;
+    } else {
+      (phase == 0 ? block.outer : block.inner) *= size;
+      if (phase == 1) phase = 2;
+    }
+  }
+  return block;
+}
+
+absl::StatusOr<ReducePlan> PlanReduce(const KernelContext& context, bool by_rows) {
   const Tensor& x = context.in(0);
   const int rank = x.rank();
   AMPC_ASSIGN_OR_RETURN(const reduce::ReducedDims dims, reduce::ReadReducedDims(context));
@@ -54,6 +84,8 @@ absl::StatusOr<ReducePlan> PlanReduce(const KernelContext& context) {
       plan.kept_strides.push_back(strides[d]);
     }
   }
+  if (by_rows) plan.rows = RowsOf(x.shape(), reduced);
+  if (plan.rows) return plan;
   // Offsets of the reduced elements in the input's order (an odometer over the reduced dims).
   const int64_t count = ElementCount(reduced_sizes);
   plan.offsets.reserve(count);
@@ -73,57 +105,90 @@ absl::StatusOr<ReducePlan> PlanReduce(const KernelContext& context) {
 
 using Offsets = std::span<const int64_t>;
 
-struct SumOp {
+// The sum-like reductions: a term of each element, summed, then a finish of the sum and the
+// number of terms n.
+template <typename TermOf, typename FinishOf>
+struct SumOfTerms {
+  static constexpr bool kSumOfTerms = true;
+  template <typename A>
+  static A Term(A v) {
+    return TermOf::Of(v);
+  }
   template <typename T>
-  static Acc<T> Run(const T* x, Offsets offsets) {
-    return reduce::ChunkedSum<Acc<T>>(static_cast<int64_t>(offsets.size()),
-                                      [&](int64_t j) { return LoadAcc(x[offsets[j]]); });
+  static auto Finish(Acc<T> sum, int64_t n) {
+    return FinishOf::Of(sum, n);
+  }
+  template <typename T>
+  static auto Run(const T* x, Offsets offsets) {
+    const auto n = static_cast<int64_t>(offsets.size());
+    return Finish<T>(reduce::ChunkedSum<Acc<T>>(
+                         n, [&](int64_t j) { return TermOf::Of(LoadAcc(x[offsets[j]])); }),
+                     n);
   }
 };
-struct SumSquareOp {
-  template <typename T>
-  static Acc<T> Run(const T* x, Offsets offsets) {
-    return reduce::ChunkedSum<Acc<T>>(static_cast<int64_t>(offsets.size()), [&](int64_t j) {
-      const Acc<T> v = LoadAcc(x[offsets[j]]);
-      return v * v;
-    });
+
+// Terms.
+struct Value {
+  template <typename A>
+  static A Of(A v) {
+    return v;
   }
 };
-struct L1Op {
-  template <typename T>
-  static Acc<T> Run(const T* x, Offsets offsets) {
-    return reduce::ChunkedSum<Acc<T>>(static_cast<int64_t>(offsets.size()), [&](int64_t j) {
-      const Acc<T> v = LoadAcc(x[offsets[j]]);
-      if constexpr (std::is_unsigned_v<Acc<T>>) {
-        return v;
-      } else {
-        return v < 0 ? -v : v;
-      }
-    });
+struct Square {
+  template <typename A>
+  static A Of(A v) {
+    return v * v;
   }
 };
-struct L2Op {
-  template <typename T>
-  static FloatAcc<T> Run(const T* x, Offsets offsets) {
-    return std::sqrt(static_cast<FloatAcc<T>>(SumSquareOp::Run(x, offsets)));
-  }
-};
-struct LogSumOp {
-  template <typename T>
-  static FloatAcc<T> Run(const T* x, Offsets offsets) {
-    return std::log(static_cast<FloatAcc<T>>(SumOp::Run(x, offsets)));
-  }
-};
-struct MeanOp {
-  template <typename T>
-  static Acc<T> Run(const T* x, Offsets offsets) {
-    const Acc<T> sum = SumOp::Run(x, offsets);
-    if constexpr (std::is_integral_v<Acc<T>>) {
-      if (offsets.empty()) return 0;  // an integer mean of nothing: 0 rather than a trap
+struct Magnitude {
+  template <typename A>
+  static A Of(A v) {
+    if constexpr (std::is_unsigned_v<A>) {
+      return v;
+    } else {
+      return v < 0 ? -v : v;
     }
-    return sum / static_cast<Acc<T>>(offsets.size());
   }
 };
+
+// Finishes; sqrt and log of an integer sum in double.
+template <typename S>
+using Real = std::conditional_t<std::is_floating_point_v<S>, S, double>;
+struct Total {
+  template <typename S>
+  static S Of(S sum, int64_t) {
+    return sum;
+  }
+};
+struct Root {
+  template <typename S>
+  static Real<S> Of(S sum, int64_t) {
+    return std::sqrt(static_cast<Real<S>>(sum));
+  }
+};
+struct Log {
+  template <typename S>
+  static Real<S> Of(S sum, int64_t) {
+    return std::log(static_cast<Real<S>>(sum));
+  }
+};
+struct Mean {
+  template <typename S>
+  static S Of(S sum, int64_t n) {
+    if constexpr (std::is_integral_v<S>) {
+      if (n == 0) return 0;  // an integer mean of nothing: 0 rather than a trap
+    }
+    return sum / static_cast<S>(n);
+  }
+};
+
+using SumOp = SumOfTerms<Value, Total>;
+using SumSquareOp = SumOfTerms<Square, Total>;
+using L1Op = SumOfTerms<Magnitude, Total>;
+using L2Op = SumOfTerms<Square, Root>;
+using LogSumOp = SumOfTerms<Value, Log>;
+using MeanOp = SumOfTerms<Value, Mean>;
+
 struct ProdOp {
   template <typename T>
   static Acc<T> Run(const T* x, Offsets offsets) {
@@ -164,11 +229,34 @@ struct LogSumExpOp {
   }
 };
 
+template <typename Op>
+concept SumsTerms = Op::kSumOfTerms;
+
+// A sum of terms over rows side by side (lane_sums.h): each output's terms in the offsets' order,
+// so the bits are the generic loop's, without its serial wait on each add.
+template <typename Op, typename T>
+void ReduceRows(KernelContext& context, const RowBlock& rows, const T* x, T* y) {
+  using A = Acc<T>;
+  ScratchBuffer<A> sums(rows.rows);
+  SumEveryRow(
+      context, x, rows, [](A v) { return Op::Term(v); }, sums.data());
+  const int64_t n = rows.outer * rows.inner;
+  for (int64_t r = 0; r < rows.rows; ++r)
+    y[r] = StoreAs<T>(Op::template Finish<T>(sums.data()[r], n));
+}
+
 template <typename Op, typename T>
 absl::Status ReduceTyped(KernelContext& context, const ReducePlan& plan) {
   AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, plan.output_shape));
   const T* x = context.in(0).data<T>();
   T* y = out->data<T>();
+  if constexpr (SumsTerms<Op> && std::is_floating_point_v<Acc<T>>) {
+    if (plan.rows) {
+      ReduceRows<Op>(context, *plan.rows, x, y);
+      return absl::OkStatus();
+    }
+  }
+  assert(!plan.rows);
   const int kept = static_cast<int>(plan.kept_sizes.size());
   const Offsets offsets(plan.offsets);
   reduce::ParallelFor(context, out->size(), static_cast<int64_t>(offsets.size()),
@@ -192,7 +280,13 @@ absl::Status ReduceTyped(KernelContext& context, const ReducePlan& plan) {
 
 template <typename Op, DType... Ds>
 absl::Status Reduce(KernelContext& context) {
-  AMPC_ASSIGN_OR_RETURN(ReducePlan plan, PlanReduce(context));
+  // Rows side by side for sums of float terms (LaneSums' chunks are float sums).
+  const DType dtype = context.in(0).dtype();
+  bool by_rows = false;
+  if constexpr (SumsTerms<Op>) {
+    by_rows = Dispatch<AMPC_FLOAT_TYPES>(dtype, []<typename>() {});
+  }
+  AMPC_ASSIGN_OR_RETURN(ReducePlan plan, PlanReduce(context, by_rows));
   if (plan.noop) {
     context.SetOutput(0, context.in(0));
     return absl::OkStatus();

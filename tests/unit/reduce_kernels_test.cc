@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/core/cpu_backend.h"
 #include "runtime/session.h"
@@ -182,6 +183,64 @@ g (float[600,70] x) => (float[)" +
         want += axis == 0 ? x[k * cols + o] : x[o * cols + k];
       }
       EXPECT_NEAR(Values<float>((*out)[0])[o], want, 1e-5 * std::abs(want) + 1e-4);
+    }
+  }
+}
+
+// The contract every sum-like reduction keeps, whichever loop runs it (side-by-side rows when the
+// kept dims are adjacent, the generic loop otherwise): each output adds its terms in the input's
+// order, in FP32 sums of 4096 terms that add up in double, then rounds once. Written out here for
+// all 16 axis sets of [3, 5, 4, 700], where ReduceSum over (0, 2, 3) has 8400 terms per output.
+TEST_F(ReduceKernelsTest, SumsAddInInputOrderInChunksForEveryAxisSet) {
+  const int dims[4] = {3, 5, 4, 700};
+  const int count = 3 * 5 * 4 * 700;
+  std::vector<float> x(count);
+  uint32_t seed = 5;
+  for (float& v : x) {  // magnitudes 2^-8..2^8 and both signs, so the order shows in the low bits
+    seed = seed * 1664525u + 1013904223u;
+    v = std::ldexp(static_cast<float>(seed >> 9) * 0x1p-23f, static_cast<int>(seed % 17) - 8) *
+        ((seed & 0x100) ? -1.0f : 1.0f);
+  }
+  const std::vector<std::pair<std::string, std::function<float(float)>>> ops = {
+      {"ReduceSum", [](float v) { return v; }},
+      {"ReduceSumSquare", [](float v) { return v * v; }},
+      {"ReduceL1", [](float v) { return std::abs(v); }}};
+  for (int mask = 0; mask < 16; ++mask) {
+    std::vector<int> axes, kept_dims;
+    for (int d = 0; d < 4; ++d) (mask >> d & 1 ? axes : kept_dims).push_back(d);
+    if (axes.empty()) continue;  // no axes: everything (mask 15's case)
+    for (const auto& [op, term] : ops) {
+      SCOPED_TRACE(absl::StrCat(op, " over axes mask ", mask));
+      auto out =
+          Run(absl::StrCat(R"(<ir_version: 8, opset_import: ["" : 11]>
+g (float[3,5,4,700] x) => (float y) { y = )",
+                           op, "<keepdims = 0, axes = [", absl::StrJoin(axes, ","), "]>(x) }"),
+              {Floats({3, 5, 4, 700}, x)});
+      ASSERT_TRUE(out.ok()) << out.status();
+      const std::vector<float> got = Values<float>((*out)[0]);
+      // Output o's terms: the elements whose kept indices spell o, in the input's order.
+      std::vector<double> total(got.size(), 0);
+      std::vector<float> chunk(got.size(), 0);
+      std::vector<int> filled(got.size(), 0);
+      for (int i = 0; i < count; ++i) {
+        int rest = i, index[4];
+        for (int d = 3; d >= 0; --d) {
+          index[d] = rest % dims[d];
+          rest /= dims[d];
+        }
+        int o = 0;
+        for (int d : kept_dims) o = o * dims[d] + index[d];
+        chunk[o] += term(x[i]);
+        if (++filled[o] == 4096) {
+          total[o] += chunk[o];
+          chunk[o] = 0;
+          filled[o] = 0;
+        }
+      }
+      ASSERT_EQ(got.size(), total.size());
+      for (size_t o = 0; o < got.size(); ++o) {
+        ASSERT_EQ(got[o], static_cast<float>(total[o] + chunk[o])) << "output " << o;
+      }
     }
   }
 }
