@@ -31,7 +31,8 @@ absl::Status WriteMask(KernelContext& context, const Shape& shape, const std::ve
   AMPC_ASSIGN_OR_RETURN(Tensor * mask, context.Output(1, shape));
   const bool handled = Dispatch<AMPC_FLOAT_TYPES, DType::kBool>(mask->dtype(), [&]<typename T>() {
     T* p = mask->data<T>();
-    for (int64_t i = 0; i < mask->size(); ++i) {
+    const int64_t n = mask->size();
+    for (int64_t i = 0; i < n; ++i) {
       const bool k = keep == nullptr || (*keep)[i];
       p[i] = ampc::Compute<T>::Store(static_cast<typename ampc::Compute<T>::type>(k ? 1 : 0));
     }

@@ -81,11 +81,41 @@ void SumRows(const T* px, const RowBlock& s, int64_t r0, Term&& term, C* out) {
   for (int k = 0; k < kLanes; ++k) out[k] = sums.Result(k);
 }
 
-// out[r] = the sum of term(value) over row r, for every row, kRowLanes rows at a time; each row is
-// summed by one thread, so the bits do not depend on the thread count.
+// Rows of one value per outer index (inner 1: a bias gradient's sum over [N, C]): rows [r0, r0 +
+// lanes) side by side, lanes <= kColumnLanes, each outer index's values widened at once.
+inline constexpr int kColumnLanes = 64;
+template <typename T, typename C, typename Term>
+void SumColumns(const T* px, const RowBlock& s, int64_t r0, int64_t lanes, Term&& term, C* out) {
+  C values[kColumnLanes] = {};  // lanes past `lanes` stay 0 and are not read out
+  LaneSums<C, kColumnLanes> sums;
+  for (int64_t n = 0; n < s.outer; ++n) {
+    const T* row = px + n * s.rows + r0;
+    if constexpr (std::is_same_v<T, C>) {
+      std::copy(row, row + lanes, values);
+    } else {
+      WidenToAcc(row, lanes, values);
+    }
+    sums.Add(1, [&](int k, int64_t) { return term(values[k]); });
+  }
+  for (int64_t k = 0; k < lanes; ++k) out[r0 + k] = sums.Result(static_cast<int>(k));
+}
+
+// out[r] = the sum of term(value) over row r, for every row, kRowLanes rows at a time (kColumnLanes
+// when inner is 1); each row is summed by one thread, so the bits do not depend on the thread
+// count.
 template <typename T, typename C, typename Term>
 void SumEveryRow(const KernelContext& context, const T* px, const RowBlock& s, Term&& term,
                  C* out) {
+  if (s.inner == 1) {
+    ParallelFor(context, (s.rows + kColumnLanes - 1) / kColumnLanes, kColumnLanes * s.outer,
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t g = begin; g < end; ++g) {
+                    const int64_t r0 = g * kColumnLanes;
+                    SumColumns(px, s, r0, std::min<int64_t>(kColumnLanes, s.rows - r0), term, out);
+                  }
+                });
+    return;
+  }
   const int64_t groups = s.rows / kRowLanes, rest = s.rows % kRowLanes;
   const auto lane_term = [&](int, C v) { return term(v); };
   ParallelFor(context, groups + rest, kRowLanes * s.outer * s.inner,

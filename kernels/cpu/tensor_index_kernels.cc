@@ -329,7 +329,7 @@ absl::Status OneHot(KernelContext& context) {
   const char* off = static_cast<const char*>(values.raw());
   const char* on = off + es;
   char* y = static_cast<char*>(out->raw());
-  for (int64_t i = 0; i < out->size(); ++i) CopyElement(y + i * es, off, es);
+  tensor_ops::FillElements(y, out->size(), off, es);
   const int64_t inner = ElementCount(std::span(indices.shape()).subspan(axis));
   const std::vector<double> index = ReadNumbers(indices);
   for (size_t i = 0; i < index.size(); ++i) {

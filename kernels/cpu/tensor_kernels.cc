@@ -247,9 +247,7 @@ absl::Status ConstantOfShape(KernelContext& context) {
   AMPC_ASSIGN_OR_RETURN(Tensor * out, context.Output(0, std::move(fill.shape), value.dtype()));
   const size_t es = DTypeSize(value.dtype());
   char* y = static_cast<char*>(out->raw());
-  for (int64_t i = 0; i < out->size(); ++i) {
-    tensor_ops::CopyElement(y + i * es, static_cast<const char*>(value.raw()), es);
-  }
+  tensor_ops::FillElements(y, out->size(), static_cast<const char*>(value.raw()), es);
   return absl::OkStatus();
 }
 

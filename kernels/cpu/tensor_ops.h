@@ -3,6 +3,7 @@
 // Data is moved as bytes (element size from DTypeSize), so every element type works unchanged.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -65,6 +66,29 @@ inline void CopyElement(char* dst, const char* src, size_t size) {
       break;
     default:
       std::memcpy(dst, src, size);
+  }
+}
+
+// Sets the n elements of `size` bytes at dst to the one at value.
+template <typename U>
+void FillAs(char* dst, int64_t n, const char* value) {
+  U v;
+  std::memcpy(&v, value, sizeof(U));
+  U* out = reinterpret_cast<U*>(dst);
+  std::fill(out, out + n, v);
+}
+inline void FillElements(char* dst, int64_t n, const char* value, size_t size) {
+  switch (size) {
+    case 1:
+      return FillAs<uint8_t>(dst, n, value);
+    case 2:
+      return FillAs<uint16_t>(dst, n, value);
+    case 4:
+      return FillAs<uint32_t>(dst, n, value);
+    case 8:
+      return FillAs<uint64_t>(dst, n, value);
+    default:
+      for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * size, value, size);
   }
 }
 

@@ -190,7 +190,8 @@ g (float[600,70] x) => (float[)" +
 // The contract every sum-like reduction keeps, whichever loop runs it (side-by-side rows when the
 // kept dims are adjacent, the generic loop otherwise): each output adds its terms in the input's
 // order, in FP32 sums of 4096 terms that add up in double, then rounds once. Written out here for
-// all 16 axis sets of [3, 5, 4, 700], where ReduceSum over (0, 2, 3) has 8400 terms per output.
+// all 16 axis sets of [3, 5, 4, 700] (ReduceSum over (0, 2, 3) has 8400 terms per output), in FP32
+// and FP16 (widened, and the sum rounded once).
 TEST_F(ReduceKernelsTest, SumsAddInInputOrderInChunksForEveryAxisSet) {
   const int dims[4] = {3, 5, 4, 700};
   const int count = 3 * 5 * 4 * 700;
@@ -205,41 +206,51 @@ TEST_F(ReduceKernelsTest, SumsAddInInputOrderInChunksForEveryAxisSet) {
       {"ReduceSum", [](float v) { return v; }},
       {"ReduceSumSquare", [](float v) { return v * v; }},
       {"ReduceL1", [](float v) { return std::abs(v); }}};
-  for (int mask = 0; mask < 16; ++mask) {
-    std::vector<int> axes, kept_dims;
-    for (int d = 0; d < 4; ++d) (mask >> d & 1 ? axes : kept_dims).push_back(d);
-    if (axes.empty()) continue;  // no axes: everything (mask 15's case)
-    for (const auto& [op, term] : ops) {
-      SCOPED_TRACE(absl::StrCat(op, " over axes mask ", mask));
-      auto out =
-          Run(absl::StrCat(R"(<ir_version: 8, opset_import: ["" : 11]>
-g (float[3,5,4,700] x) => (float y) { y = )",
-                           op, "<keepdims = 0, axes = [", absl::StrJoin(axes, ","), "]>(x) }"),
-              {Floats({3, 5, 4, 700}, x)});
-      ASSERT_TRUE(out.ok()) << out.status();
-      const std::vector<float> got = Values<float>((*out)[0]);
-      // Output o's terms: the elements whose kept indices spell o, in the input's order.
-      std::vector<double> total(got.size(), 0);
-      std::vector<float> chunk(got.size(), 0);
-      std::vector<int> filled(got.size(), 0);
-      for (int i = 0; i < count; ++i) {
-        int rest = i, index[4];
-        for (int d = 3; d >= 0; --d) {
-          index[d] = rest % dims[d];
-          rest /= dims[d];
+  for (const bool fp16 : {false, true}) {
+    if (fp16) {
+      for (float& v : x) v = HalfToFloat(FloatToHalf(v));
+    }
+    const std::string type = fp16 ? "float16" : "float";
+    for (int mask = 0; mask < 16; ++mask) {
+      std::vector<int> axes, kept_dims;
+      for (int d = 0; d < 4; ++d) (mask >> d & 1 ? axes : kept_dims).push_back(d);
+      if (axes.empty()) continue;  // no axes: everything (mask 15's case)
+      for (const auto& [op, term] : ops) {
+        SCOPED_TRACE(absl::StrCat(op, " over axes mask ", mask, " in ", type));
+        auto out = Run(absl::StrCat(R"(<ir_version: 8, opset_import: ["" : 11]>
+g ()",
+                                    type, "[3,5,4,700] x) => (", type, " y) { y = ", op,
+                                    "<keepdims = 0, axes = [", absl::StrJoin(axes, ","), "]>(x) }"),
+                       {fp16 ? Halves({3, 5, 4, 700}, x) : Floats({3, 5, 4, 700}, x)});
+        ASSERT_TRUE(out.ok()) << out.status();
+        std::vector<float> got((*out)[0].size());
+        for (size_t o = 0; o < got.size(); ++o) {
+          got[o] = fp16 ? HalfAt((*out)[0], o) : (*out)[0].data<float>()[o];
         }
-        int o = 0;
-        for (int d : kept_dims) o = o * dims[d] + index[d];
-        chunk[o] += term(x[i]);
-        if (++filled[o] == 4096) {
-          total[o] += chunk[o];
-          chunk[o] = 0;
-          filled[o] = 0;
+        // Output o's terms: the elements whose kept indices spell o, in the input's order.
+        std::vector<double> total(got.size(), 0);
+        std::vector<float> chunk(got.size(), 0);
+        std::vector<int> filled(got.size(), 0);
+        for (int i = 0; i < count; ++i) {
+          int rest = i, index[4];
+          for (int d = 3; d >= 0; --d) {
+            index[d] = rest % dims[d];
+            rest /= dims[d];
+          }
+          int o = 0;
+          for (int d : kept_dims) o = o * dims[d] + index[d];
+          chunk[o] += term(x[i]);
+          if (++filled[o] == 4096) {
+            total[o] += chunk[o];
+            chunk[o] = 0;
+            filled[o] = 0;
+          }
         }
-      }
-      ASSERT_EQ(got.size(), total.size());
-      for (size_t o = 0; o < got.size(); ++o) {
-        ASSERT_EQ(got[o], static_cast<float>(total[o] + chunk[o])) << "output " << o;
+        ASSERT_EQ(got.size(), total.size());
+        for (size_t o = 0; o < got.size(); ++o) {
+          const float want = static_cast<float>(total[o] + chunk[o]);
+          ASSERT_EQ(got[o], fp16 ? HalfToFloat(FloatToHalf(want)) : want) << "output " << o;
+        }
       }
     }
   }
