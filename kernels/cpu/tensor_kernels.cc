@@ -46,6 +46,25 @@ std::vector<int64_t> Strides(const Shape& shape) {
   return strides;
 }
 
+namespace {
+
+// One output row of MappedCopy through its last map, elements as U (the element size); offsets
+// below 0 read `fill`.
+template <typename U>
+void MapRow(const char* src, int64_t base, const std::vector<int64_t>& last, const char* fill,
+            char* y) {
+  const U* from = reinterpret_cast<const U*>(src);
+  U* to = reinterpret_cast<U*>(y);
+  U fill_value{};
+  if (fill != nullptr) std::memcpy(&fill_value, fill, sizeof(U));
+  for (size_t j = 0; j < last.size(); ++j) {
+    const int64_t offset = base + last[j];
+    to[j] = offset < 0 ? fill_value : from[offset];
+  }
+}
+
+}  // namespace
+
 void MappedCopy(KernelContext& context, const void* in, void* out, const Shape& shape,
                 const std::vector<std::vector<int64_t>>& maps, size_t element_size,
                 const void* fill) {
@@ -64,24 +83,44 @@ void MappedCopy(KernelContext& context, const void* in, void* out, const Shape& 
   for (int64_t j = 0; j < inner && contiguous; ++j) contiguous = last[j] == last[0] + j;
   const int64_t rows = ElementCount(shape) / inner;
   const size_t es = element_size;
+  auto copy_row = [&](int64_t base, char* y) {
+    if (contiguous && base >= 0 && base + last[0] >= 0) {
+      std::memcpy(y, src + (base + last[0]) * es, inner * es);
+      return;
+    }
+    switch (es) {
+      case 1:
+        return MapRow<uint8_t>(src, base, last, fill_bytes, y);
+      case 2:
+        return MapRow<uint16_t>(src, base, last, fill_bytes, y);
+      case 4:
+        return MapRow<uint32_t>(src, base, last, fill_bytes, y);
+      case 8:
+        return MapRow<uint64_t>(src, base, last, fill_bytes, y);
+      default:
+        for (int64_t j = 0; j < inner; ++j) {
+          const int64_t offset = base + last[j];
+          CopyElement(y + j * es, offset < 0 ? fill_bytes : src + offset * es, es);
+        }
+    }
+  };
   CpuOf(context.backend())
       .pool()
       .ParallelFor(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)),
                    [&](int64_t begin, int64_t end) {
+                     // The row's index over the outer dims, divided out once and then counted.
+                     std::vector<int64_t> index(std::max(rank - 1, 0));
+                     for (int64_t d = rank - 2, rest = begin; d >= 0; --d) {
+                       index[d] = rest % shape[d];
+                       rest /= shape[d];
+                     }
                      for (int64_t row = begin; row < end; ++row) {
-                       int64_t base = 0, rest = row;
+                       int64_t base = 0;
+                       for (int d = 0; d < rank - 1; ++d) base += maps[d][index[d]];
+                       copy_row(base, dst + row * inner * es);
                        for (int d = rank - 2; d >= 0; --d) {
-                         base += maps[d][rest % shape[d]];
-                         rest /= shape[d];
-                       }
-                       char* y = dst + row * inner * es;
-                       if (contiguous && base >= 0 && base + last[0] >= 0) {
-                         std::memcpy(y, src + (base + last[0]) * es, inner * es);
-                         continue;
-                       }
-                       for (int64_t j = 0; j < inner; ++j) {
-                         const int64_t offset = base + last[j];
-                         CopyElement(y + j * es, offset < 0 ? fill_bytes : src + offset * es, es);
+                         if (++index[d] < shape[d]) break;
+                         index[d] = 0;
                        }
                      }
                    });

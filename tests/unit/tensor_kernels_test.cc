@@ -134,6 +134,20 @@ TEST(TensorKernelsTest, LargeTransposeSplitAcrossThreadsMatchesAReferenceLoop) {
   ASSERT_RUNS(r);
   for (int i = 0; i < 200; ++i)
     for (int j = 0; j < 300; ++j) ASSERT_EQ(r.out().data<int32_t>()[i * 300 + j], j * 200 + i);
+  // Rank 4, last axis strided: 1440 output rows of 40 in chunks that start mid-way through the
+  // outer dims (each chunk counts its rows' index from its first one).
+  Tensor z = Tensor::Host(DType::kInt32, {6, 40, 30, 8});
+  for (int i = 0; i < 6 * 40 * 30 * 8; ++i) z.data<int32_t>()[i] = i;
+  r = RunOp("y = Transpose <perm = [0, 2, 3, 1]> (x)", {z});
+  ASSERT_RUNS(r);
+  ASSERT_EQ(r.out().shape(), (Shape{6, 30, 8, 40}));
+  for (int a = 0; a < 6; ++a)
+    for (int c = 0; c < 30; ++c)
+      for (int d = 0; d < 8; ++d)
+        for (int b = 0; b < 40; ++b) {
+          ASSERT_EQ(r.out().data<int32_t>()[((a * 30 + c) * 8 + d) * 40 + b],
+                    ((a * 40 + b) * 30 + c) * 8 + d);
+        }
 }
 
 TEST(TensorKernelsTest, TransposeKeepsFp16BitPatterns) {
