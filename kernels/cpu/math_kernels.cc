@@ -237,6 +237,31 @@ absl::Status Clip(KernelContext& context) {
 
 // ---- Max, Min, Sum, Mean: variadic, broadcasting, folded in the compute type ----
 
+// VariadicFold's elements [begin, end) of FP16/BF16 inputs without broadcasting but for single
+// values: a block at a time, widened with the bulk conversions, folded in float, rounded once.
+template <typename T, typename Fold, typename Finish>
+void FoldBlocks(const std::vector<const T*>& data, const BroadcastIndex& index, int64_t begin,
+                int64_t end, Fold fold, Finish finish, T* y) {
+  float acc[kElementwiseBlock], in[kElementwiseBlock];
+  const auto load = [&](size_t k, int64_t i, int64_t m, float* to) {
+    if (index.single(static_cast<int>(k))) {
+      std::fill(to, to + m, Compute<T>::Load(data[k][0]));
+    } else {
+      WidenToAcc(data[k] + i, m, to);
+    }
+  };
+  for (int64_t i = begin; i < end; i += kElementwiseBlock) {
+    const int64_t m = std::min(kElementwiseBlock, end - i);
+    load(0, i, m, acc);
+    for (size_t k = 1; k < data.size(); ++k) {
+      load(k, i, m, in);
+      for (int64_t j = 0; j < m; ++j) acc[j] = fold(acc[j], in[j]);
+    }
+    for (int64_t j = 0; j < m; ++j) acc[j] = finish(acc[j]);
+    NarrowFromAcc(acc, m, y + i);
+  }
+}
+
 template <typename T, typename Fold, typename Finish>
 absl::Status VariadicFold(KernelContext& context, Fold fold, Finish finish) {
   using C = typename Compute<T>::type;
@@ -266,6 +291,9 @@ absl::Status VariadicFold(KernelContext& context, Fold fold, Finish finish) {
   CpuOf(context.backend())
       .pool()
       .ParallelFor(out->size(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+        if constexpr (kLowFloat<T>) {
+          if (index.trivial()) return FoldBlocks<T>(data, index, begin, end, fold, finish, y);
+        }
         if (index.trivial()) {
           for (int64_t i = begin; i < end; ++i) {
             C acc = Compute<T>::Load(data[0][index.single(0) ? 0 : i]);

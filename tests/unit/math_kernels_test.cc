@@ -254,6 +254,58 @@ g (float16[2] a, float16[2] b, float16[2] c) => (float16[2] s, float16[2] m) {
   EXPECT_EQ(HalfToFloat(Bits(out[1])[1]), 65504.0f);
 }
 
+// FP16/BF16 folds run a block of 512 at a time (a broadcast scalar among them): each element is
+// still folded in float and rounded once, NaN propagating through Max as one at a time does.
+TEST_F(MathKernelsTest, LowPrecisionFoldsOverManyBlocksRoundOnce) {
+  const int n = 1100;
+  for (const bool bf16 : {false, true}) {
+    const std::string type = bf16 ? "bfloat16" : "float16";
+    const auto round = [&](float v) {
+      return bf16 ? BFloat16ToFloat(FloatToBFloat16(v)) : HalfToFloat(FloatToHalf(v));
+    };
+    const auto tensor = [&](Shape shape, const std::vector<float>& v) {
+      Tensor t = Tensor::Host(bf16 ? DType::kBFloat16 : DType::kFloat16, std::move(shape));
+      for (size_t i = 0; i < v.size(); ++i) {
+        t.data<uint16_t>()[i] = bf16 ? FloatToBFloat16(v[i]) : FloatToHalf(v[i]);
+      }
+      return t;
+    };
+    std::vector<float> a(n), b(n);
+    for (int i = 0; i < n; ++i) {
+      a[i] = round(std::sin(0.37f * i) * 300.0f);
+      b[i] = round(std::cos(0.11f * i) * 7.0f);
+    }
+    a[700] = NAN;
+    const float c = round(0.3f);
+    auto out = Run(absl::StrCat(R"(<ir_version: 8, opset_import: ["" : 17]>
+g ()",
+                                type, "[1100] a, ", type, "[1100] b, ", type, " c) => (", type,
+                                "[1100] s, ", type, "[1100] mx, ", type, R"([1100] m) {
+  s = Sum(a, b, c)
+  mx = Max(b, a, c)
+  m = Mean(a, b)
+}
+)"),
+                   {tensor({n}, a), tensor({n}, b), tensor({}, {c})});
+    ASSERT_EQ(out.size(), 3u);
+    for (int i = 0; i < n; ++i) {
+      const float sum = round(a[i] + b[i] + c), mean = round((a[i] + b[i]) / 2.0f);
+      const float max = std::isnan(a[i]) ? a[i] : std::max(std::max(b[i], a[i]), c);
+      const uint16_t* bits[3] = {out[0].data<uint16_t>(), out[1].data<uint16_t>(),
+                                 out[2].data<uint16_t>()};
+      const float want[3] = {sum, max, mean};
+      for (int k = 0; k < 3; ++k) {
+        const float got = bf16 ? BFloat16ToFloat(bits[k][i]) : HalfToFloat(bits[k][i]);
+        if (std::isnan(want[k])) {
+          EXPECT_TRUE(std::isnan(got)) << type << " output " << k << " at " << i;
+        } else {
+          ASSERT_EQ(got, want[k]) << type << " output " << k << " at " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST_F(MathKernelsTest, MaxMinSumBroadcastAcrossManyInputs) {
   auto out =
       Run(R"(
