@@ -167,29 +167,16 @@ class PatchTable {
         input_(WindowTargets(g.kernel, g.output, g.strides, g.dilations, g.pad_begin, g.input)) {
     for (int64_t kr = 0; kr < ksize_; ++kr) {
       taps_begin_.push_back(static_cast<int64_t>(taps_.size()));
-      runs_begin_.push_back(static_cast<int64_t>(runs_.size()));
-      const int64_t* at = row(kr);
       for (int64_t p = 0; p < osize_; ++p) {
-        if (at[p] < 0) continue;
-        taps_.push_back({p, at[p]});
-        if (p > 0 && at[p - 1] >= 0 && at[p] == at[p - 1] + 1) {
-          ++runs_.back().length;
-        } else {
-          runs_.push_back({p, at[p], 1});
-        }
+        if (row(kr)[p] >= 0) taps_.push_back({p, row(kr)[p]});
       }
     }
     taps_begin_.push_back(static_cast<int64_t>(taps_.size()));
-    runs_begin_.push_back(static_cast<int64_t>(runs_.size()));
   }
 
   // An output position and the input position one kernel offset reads there.
   struct Tap {
     int64_t output, input;
-  };
-  // Taps side by side in both: output + j reads input + j for j in [0, length).
-  struct Run {
-    int64_t output, input, length;
   };
 
   int64_t ksize() const { return ksize_; }
@@ -202,19 +189,12 @@ class PatchTable {
     return std::span<const Tap>(taps_).subspan(taps_begin_[kr],
                                                taps_begin_[kr + 1] - taps_begin_[kr]);
   }
-  // The same taps as runs, in order (stride 1 makes one or two per output row).
-  std::span<const Run> runs(int64_t kr) const {
-    return std::span<const Run>(runs_).subspan(runs_begin_[kr],
-                                               runs_begin_[kr + 1] - runs_begin_[kr]);
-  }
 
  private:
   int64_t ksize_, osize_, isize_;
   std::vector<int64_t> input_;
   std::vector<Tap> taps_;
   std::vector<int64_t> taps_begin_;  // taps_[taps_begin_[kr], taps_begin_[kr + 1]): offset kr's
-  std::vector<Run> runs_;
-  std::vector<int64_t> runs_begin_;
 };
 
 // Im2Col's column matrix through a table: row (channel, kernel offset) of image i at
@@ -229,14 +209,9 @@ void Im2ColByTable(const A* x, const PatchTable& table, int64_t channels, int64_
     int64_t image = b / rows, r = b % rows, channel = r / ksize, kr = r % ksize;
     for (int64_t t = b; t < e; ++t) {
       const A* xc = x + image * image_stride + channel * isize;
+      const int64_t* at = table.row(kr);
       A* dst = col + r * ld + image * osize;
-      int64_t p = 0;  // zeros up to each run, then its copy
-      for (const PatchTable::Run& run : table.runs(kr)) {
-        std::fill(dst + p, dst + run.output, A{0});
-        std::copy(xc + run.input, xc + run.input + run.length, dst + run.output);
-        p = run.output + run.length;
-      }
-      std::fill(dst + p, dst + osize, A{0});
+      for (int64_t p = 0; p < osize; ++p) dst[p] = at[p] >= 0 ? xc[at[p]] : A{0};
       if (++kr == ksize) {  // the next row, without divisions
         kr = 0;
         ++channel;
@@ -261,11 +236,7 @@ void Col2ImByTable(const A* col, const PatchTable& table, int64_t channels, int6
     A* plane = y + image * image_stride + channel * isize;
     for (int64_t kr = 0; kr < ksize; ++kr) {
       const A* src = col + (channel * ksize + kr) * ld + image * osize;
-      for (const PatchTable::Run& run : table.runs(kr)) {
-        A* to = plane + run.input;
-        const A* from = src + run.output;
-        for (int64_t j = 0; j < run.length; ++j) to[j] += from[j];
-      }
+      for (const PatchTable::Tap& tap : table.taps(kr)) plane[tap.input] += src[tap.output];
     }
   };
   pool.ParallelFor(images * channels, std::max<int64_t>(1, 16384 / work),
