@@ -440,6 +440,19 @@ TEST_F(CliTest, RunThatFailsCreatesNoOutputDir) {
   ExpectNothingWritten(1);
 }
 
+// verify only checks: the output check of the passes' changes (the default) and the full ONNX
+// check write the same model.
+TEST_F(CliTest, BothOutputChecksWriteTheSameModel) {
+  const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
+  const std::string full = (dir_ / "full.onnx").string();
+  auto changes = Ampc({path, "-o", out_, "--verify=changes"});
+  ASSERT_EQ(changes.exit_code, 0) << changes.err;
+  auto checked = Ampc({path, "-o", full, "--verify=full"});
+  ASSERT_EQ(checked.exit_code, 0) << checked.err;
+  EXPECT_FALSE(testing::ReadFileOrEmpty(out_).empty());
+  EXPECT_EQ(testing::ReadFileOrEmpty(out_), testing::ReadFileOrEmpty(full));
+}
+
 TEST_F(CliTest, UsageErrors) {
   const std::string path = WriteModel("mlp.onnx", models::BuildMlp());
   EXPECT_EQ(Ampc({}).exit_code, 2);
@@ -474,6 +487,9 @@ TEST_F(CliTest, UsageErrors) {
   EXPECT_THAT(pass.err, HasSubstr("no-such-pass"));
   EXPECT_EQ(Ampc({path, "-o", out_, "--print-after=no-such-pass"}).exit_code, 2);
   EXPECT_EQ(Ampc({path, "-o", out_, "--external-data=sometimes"}).exit_code, 2);
+  auto verify = Ampc({path, "-o", out_, "--verify=bad"});
+  EXPECT_EQ(verify.exit_code, 2);
+  EXPECT_THAT(verify.err, HasSubstr("--verify=bad: expected changes or full"));
   EXPECT_EQ(Ampc({path, "extra", "-o", out_}).exit_code, 2);
   EXPECT_EQ(Ampc({path, "-o"}).exit_code, 2);
   ExpectNothingWritten(1);
