@@ -41,11 +41,35 @@ void ScanFloat(float value, FloatScan& scan) {
   if (std::isfinite(value)) scan.max_finite_abs = std::max(scan.max_finite_abs, std::fabs(value));
 }
 
+// n FLOAT values by their bits, branch-free so that the compiler vectorises it (weights of
+// external data are scanned at read speed): NaN has magnitude bits above infinity's, and finite
+// magnitudes order as their bits do.
+void ScanFloatBits(const char* raw, uint64_t n, FloatScan& scan) {
+  constexpr uint32_t kInf = 0x7f800000u;
+  constexpr uint64_t kBlock = uint64_t{1} << 30;  // 32-bit counts cannot overflow within a block
+  uint32_t max_bits = 0;
+  for (uint64_t begin = 0; begin < n; begin += kBlock) {
+    const uint64_t end = std::min(n, begin + kBlock);
+    uint32_t nan = 0, inf = 0;
+    for (uint64_t i = begin; i < end; ++i) {
+      const uint32_t magnitude = RawAt<uint32_t>(raw, i) & 0x7fffffffu;
+      nan += magnitude > kInf;
+      inf += magnitude == kInf;
+      max_bits = std::max(max_bits, magnitude < kInf ? magnitude : 0u);
+    }
+    scan.nan += nan;
+    scan.inf += inf;
+  }
+  float max;
+  std::memcpy(&max, &max_bits, sizeof(max));
+  scan.max_finite_abs = std::max(scan.max_finite_abs, max);
+}
+
 // `size` bytes of raw data of a `type` tensor.
 void ScanRaw(int type, const char* raw, uint64_t size, FloatScan& scan) {
   switch (type) {
     case TensorProto::FLOAT:
-      for (size_t i = 0; i < size / 4; ++i) ScanFloat(RawAt<float>(raw, i), scan);
+      ScanFloatBits(raw, size / 4, scan);
       break;
     case TensorProto::DOUBLE:
       for (size_t i = 0; i < size / 8; ++i) ScanValue(RawAt<double>(raw, i), scan);
