@@ -325,11 +325,16 @@ absl::Status ExternalDataWriter::PlaceDeferred(TensorProto& tensor) {
     return absl::OkStatus();
   }
   AMPC_ASSIGN_OR_RETURN(const uint64_t offset, Begin(span.length));
-  AMPC_RETURN_IF_ERROR(
-      ForEachChunk(tensor, kDeferredChunkBytes, [&](const char* data, uint64_t size) {
-        AddDeferredProgress(0, size);
-        return Write(data, size);
-      }));
+  AMPC_ASSIGN_OR_RETURN(const bool copied, CopyDeferredData(tensor, file_.fd(), [](uint64_t bytes) {
+                          AddDeferredProgress(0, bytes);
+                        }));
+  if (!copied) {
+    AMPC_RETURN_IF_ERROR(
+        ForEachChunk(tensor, kDeferredChunkBytes, [&](const char* data, uint64_t size) {
+          AddDeferredProgress(0, size);
+          return Write(data, size);
+        }));
+  }
   AddDeferredProgress(1, 0);
   PointAt(tensor, offset, span.length);
   return absl::OkStatus();

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -9,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "passes/graph/status_macros.h"
 #include "passes/graph/tensor_data.h"
 
 namespace ampc {
@@ -47,22 +49,31 @@ void Add(onnx::TensorProto& tensor, const char* key, const std::string& value) {
   entry->set_value(value);
 }
 
-absl::Status ReadChunks(const onnx::TensorProto& tensor, uint64_t chunk_bytes, const ChunkFn& fn) {
-  const DeferredSpan span = SpanOf(tensor);
+// The registered (fd, path) a deferred tensor's data lies in; the sink cannot be read back.
+absl::StatusOr<std::pair<int, std::string>> FileOf(const onnx::TensorProto& tensor,
+                                                   const DeferredSpan& span) {
   if (span.file == kSinkFile) {
     return absl::FailedPreconditionError(absl::StrCat(
         "tensor '", tensor.name(), "': its data was written to the output and is not read back"));
   }
-  std::pair<int, std::string> file;
-  {
-    Registry& registry = Files();
-    std::lock_guard<std::mutex> lock(registry.mutex);
-    if (span.file < 0 || span.file >= static_cast<int>(registry.files.size())) {
-      return absl::InternalError(
-          absl::StrCat("tensor '", tensor.name(), "': no data file ", span.file, " is registered"));
-    }
-    file = registry.files[span.file];
+  Registry& registry = Files();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  if (span.file < 0 || span.file >= static_cast<int>(registry.files.size())) {
+    return absl::InternalError(
+        absl::StrCat("tensor '", tensor.name(), "': no data file ", span.file, " is registered"));
   }
+  return registry.files[span.file];
+}
+
+absl::Status EndedEarly(const std::string& path, const onnx::TensorProto& tensor, int err) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, ": tensor '", tensor.name(),
+      "': ", err == 0 ? "the file ended before its data (did it shrink?)" : std::strerror(err)));
+}
+
+absl::Status ReadChunks(const onnx::TensorProto& tensor, uint64_t chunk_bytes, const ChunkFn& fn) {
+  const DeferredSpan span = SpanOf(tensor);
+  AMPC_ASSIGN_OR_RETURN(const auto file, FileOf(tensor, span));
   const uint64_t element = std::max<uint64_t>(ElementSize(tensor.data_type()).value_or(1), 1);
   chunk_bytes = std::max(chunk_bytes / element, uint64_t{1}) * element;
   std::string buffer(std::min(chunk_bytes, span.length), '\0');
@@ -72,11 +83,7 @@ absl::Status ReadChunks(const onnx::TensorProto& tensor, uint64_t chunk_bytes, c
       const ssize_t got =
           ::pread(file.first, buffer.data() + have, want - have, span.offset + done + have);
       if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            file.second, ": tensor '", tensor.name(), "': ",
-            got == 0 ? "the file ended before its data (did it shrink?)" : std::strerror(errno)));
-      }
+      if (got <= 0) return EndedEarly(file.second, tensor, got == 0 ? 0 : errno);
       have += static_cast<uint64_t>(got);
     }
     absl::Status status = fn(buffer.data(), want);
@@ -130,6 +137,32 @@ void MakeDeferred(onnx::TensorProto& tensor, const DeferredSpan& span) {
   Add(tensor, "offset", absl::StrCat(span.offset));
   Add(tensor, "length", absl::StrCat(span.length));
   Add(tensor, kDeferredFileKey, absl::StrCat(span.file));
+}
+
+absl::StatusOr<bool> CopyDeferredData(const onnx::TensorProto& tensor, int out_fd,
+                                      const std::function<void(uint64_t)>& progress) {
+  const DeferredSpan span = SpanOf(tensor);
+  AMPC_ASSIGN_OR_RETURN(const auto file, FileOf(tensor, span));
+  loff_t in = static_cast<loff_t>(span.offset);
+  for (uint64_t done = 0; done < span.length;) {
+    const size_t want = static_cast<size_t>(std::min(span.length - done, kDeferredChunkBytes));
+    const ssize_t got = ::copy_file_range(file.first, &in, out_fd, nullptr, want, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && done == 0 &&
+        (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP ||
+         errno == EBADF)) {
+      return false;  // nothing written: the caller copies through user space
+    }
+    if (got == 0) return EndedEarly(file.second, tensor, 0);
+    if (got < 0) {  // the input's side or the output's (a full disk)
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", tensor.name(),
+                                                     "': copying its data from ", file.second,
+                                                     " to the output: ", std::strerror(errno)));
+    }
+    done += static_cast<uint64_t>(got);
+    progress(static_cast<uint64_t>(got));
+  }
+  return true;
 }
 
 absl::Status ForEachChunk(const onnx::TensorProto& tensor, uint64_t chunk_bytes,

@@ -79,4 +79,11 @@ using ChunkFn = std::function<absl::Status(const char* data, uint64_t size)>;
 // Deferred data in the sink cannot be read back (FailedPrecondition).
 absl::Status ForEachChunk(const onnx::TensorProto& tensor, uint64_t chunk_bytes, const ChunkFn& fn);
 
+// Appends the tensor's deferred data (not in the sink) to `out_fd` at its file position, copied
+// by the kernel (copy_file_range: no pass through this process's memory; a reflink where the file
+// system shares extents), calling progress(bytes) as it goes. False, with nothing written, where
+// the system cannot copy between these files; the caller then copies through ForEachChunk.
+absl::StatusOr<bool> CopyDeferredData(const onnx::TensorProto& tensor, int out_fd,
+                                      const std::function<void(uint64_t)>& progress);
+
 }  // namespace ampc
