@@ -188,9 +188,12 @@ def drop_cache(path: pathlib.Path) -> None:
         os.close(fd)
 
 
-def physical_limit(data: pathlib.Path, out_bytes: int, folder: pathlib.Path) -> float:
-    """Seconds to read `data` once from disk and write `out_bytes` with fsync."""
-    drop_cache(data)
+def physical_limit(data: pathlib.Path, out_bytes: int, folder: pathlib.Path,
+                   cold: bool = True) -> float:
+    """Seconds to read `data` once (from disk when `cold`, else as cached) and write `out_bytes`
+    with fsync."""
+    if cold:
+        drop_cache(data)
     start = time.monotonic()
     with open(data, "rb", buffering=0) as f:
         while f.read(8 << 20):

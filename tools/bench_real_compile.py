@@ -11,7 +11,10 @@ by the legacy one (opset 17). For each file, in one run, one after the other:
          float initializers that the output holds in FP16);
   peer   onnxconverter-common's onnx.load + float16.convert_float_to_float16(model,
          keep_io_types=True) + onnx.save (with external data when the export has it), in a
-         child process of .venv's Python (the peer installed there when missing).
+         child process of .venv's Python (the peer installed there when missing);
+  floor  reading the input's data (as cached, as ampc reads it) and writing a file of the size
+         of ampc's output with fsync: what any converter that saves its output needs on this
+         machine, whose disk writes are slow and vary from run to run.
 
 Median of --reps runs each. Targets: ampc's whole process faster than the peer's load + convert
 + save; the conversion step >= 1.5 GB/s of FP32. Writes bench/results/real-compile.md (date,
@@ -36,6 +39,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import check_torch_exports as exports  # noqa: E402  (build_model, export)
 from bench_compile import ensure_peer  # noqa: E402  (installs onnxconverter-common when missing)
+from bench_llm import physical_limit  # noqa: E402  (read the input, write the output, fsync)
 
 PEER = r"""
 import json, sys, time, onnx
@@ -122,6 +126,10 @@ def main() -> int:
                 continue
             fp32, external = float_bytes(model)
             ampc = [time_ampc(args.ampc, model, work / "out.ampc.onnx") for _ in range(args.reps)]
+            out_bytes = sum(f.stat().st_size for f in work.glob("out.ampc.onnx*"))
+            source = model.with_name(model.name + ".data") if external else model
+            limit = statistics.median(physical_limit(source, out_bytes, work, cold=False)
+                                      for _ in range(args.reps))
             peer = [time_peer(args.peer_python, model, work / "out.peer.onnx", external)
                     for _ in range(args.reps)]
             for f in work.glob("out.*"):
@@ -131,7 +139,8 @@ def main() -> int:
             peer_total = (statistics.median(r["total"] for r in peer)
                           if all("total" in r for r in peer) else None)
             rows.append({"model": name, "exporter": exporter, "external": external,
-                         "fp32_mb": fp32 / 1e6, "ampc_s": wall, "convert_s": convert,
+                         "fp32_mb": fp32 / 1e6, "ampc_s": wall, "limit_s": limit,
+                         "convert_s": convert,
                          "gbps": fp32 / 1e9 / convert if convert > 0 else None,
                          "peer_s": peer_total, "peer": peer[0], "steps": ampc[0]["steps"]})
             print(json.dumps(rows[-1]), flush=True)
@@ -155,15 +164,19 @@ def report(args, rows: list[dict]) -> str:
         "its insert-casts step over the model's FP32 initializer bytes",
         "- peer: onnxconverter-common `onnx.load` + `convert_float_to_float16(keep_io_types=True)`"
         " + `onnx.save`, in a child Python",
+        "- read + write: reading the input's data file (as cached) and writing a file of the "
+        "output's size with fsync, the least any converter that saves its output takes here; "
+        "median of as many runs",
         "",
         "| model | exporter | FP32 weights MB | ampc s | peer s | ampc / peer (< 1) | "
-        "conversion s | conversion GB/s (>= 1.5) | ampc steps (s) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+        "read + write s | ampc / read + write | conversion s | conversion GB/s (>= 1.5) | "
+        "ampc steps (s) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         if "export_error" in r:
             lines.append(f"| {r['model']} | {r['exporter']} | export failed: {r['export_error']} "
-                         "| | | | | | |")
+                         "| | | | | | | | |")
             continue
         ratio = f"{r['ampc_s'] / r['peer_s']:.2f}" if r["peer_s"] else "-"
         peer = f"{r['peer_s']:.2f}" if r["peer_s"] else r["peer"].get("error", "-")
@@ -171,6 +184,7 @@ def report(args, rows: list[dict]) -> str:
         gbps = f"{r['gbps']:.2f}" if r["gbps"] else "-"
         lines.append(f"| {r['model']} | {r['exporter']}{' (ext. data)' if r['external'] else ''}"
                      f" | {r['fp32_mb']:.0f} | {r['ampc_s']:.2f} | {peer} | {ratio} | "
+                     f"{r['limit_s']:.2f} | {r['ampc_s'] / r['limit_s']:.2f} | "
                      f"{r['convert_s']:.2f} | {gbps} | {steps} |")
     return "\n".join(lines) + "\n"
 

@@ -55,7 +55,8 @@ void ScanFloatBits(const char* raw, uint64_t n, FloatScan& scan) {
       const uint32_t magnitude = RawAt<uint32_t>(raw, i) & 0x7fffffffu;
       nan += magnitude > kInf;
       inf += magnitude == kInf;
-      max_bits = std::max(max_bits, magnitude < kInf ? magnitude : 0u);
+      // A mask, not a select: GCC 12 vectorises neither a select feeding a max nor std::max of one.
+      max_bits = std::max(max_bits, magnitude & (0u - static_cast<uint32_t>(magnitude < kInf)));
     }
     scan.nan += nan;
     scan.inf += inf;
