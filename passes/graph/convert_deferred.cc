@@ -1,5 +1,6 @@
 #include "passes/graph/convert_deferred.h"
 
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -27,7 +28,10 @@ absl::StatusOr<onnx::TensorProto> ConvertDeferred(const onnx::TensorProto& tenso
   if (sink != nullptr) {
     AMPC_ASSIGN_OR_RETURN(span.offset, sink->Begin(span.length));
   }
-  // Without a sink the result is built in place; with one, a chunk's worth is reused.
+  // Without a sink the result is built in place; with one, a chunk's worth, kept by the thread
+  // from tensor to tensor and never cleared (each chunk overwrites what it writes out).
+  thread_local std::unique_ptr<char[]> chunk;
+  thread_local uint64_t chunk_capacity = 0;
   std::string converted;
   uint64_t written = 0;
   if (sink == nullptr) converted.resize(span.length);
@@ -35,11 +39,11 @@ absl::StatusOr<onnx::TensorProto> ConvertDeferred(const onnx::TensorProto& tenso
   AMPC_RETURN_IF_ERROR(ForEachChunk(
       tensor, kDeferredChunkBytes, [&](const char* data, uint64_t size) -> absl::Status {
         const uint64_t n = size / from_size;
-        char* dst = converted.data() + written;
-        if (sink != nullptr) {
-          converted.resize(n * to_size);
-          dst = converted.data();
+        if (sink != nullptr && chunk_capacity < n * to_size) {
+          chunk.reset(new char[n * to_size]);
+          chunk_capacity = n * to_size;
         }
+        char* dst = sink != nullptr ? chunk.get() : converted.data() + written;
         if (!ConvertFloatsParallel(data, from, dst, to, n, clamp, stats, threads)) {
           return absl::InternalError(
               absl::StrCat("ConvertDeferred: ", tensor.name(), ": not a float conversion"));

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <mutex>
 
 #include "absl/strings/numbers.h"
@@ -71,14 +72,52 @@ absl::Status EndedEarly(const std::string& path, const onnx::TensorProto& tensor
       "': ", err == 0 ? "the file ended before its data (did it shrink?)" : std::strerror(err)));
 }
 
+// A chunk buffer kept by each thread from tensor to tensor, uninitialised: a fresh 8 MiB buffer
+// per tensor cost page faults and zeroing on the order of reading the data itself. A read inside
+// a read (not done today) gets a buffer of its own.
+class ChunkBuffer {
+ public:
+  explicit ChunkBuffer(uint64_t size) {
+    if (state_.in_use) {
+      own_.reset(new char[size]);
+      data_ = own_.get();
+      return;
+    }
+    if (state_.capacity < size) {
+      state_.buffer.reset(new char[size]);
+      state_.capacity = size;
+    }
+    state_.in_use = true;
+    data_ = state_.buffer.get();
+  }
+  ~ChunkBuffer() {
+    if (own_ == nullptr) state_.in_use = false;
+  }
+  ChunkBuffer(const ChunkBuffer&) = delete;
+  ChunkBuffer& operator=(const ChunkBuffer&) = delete;
+  char* data() const { return data_; }
+
+ private:
+  struct State {
+    std::unique_ptr<char[]> buffer;
+    uint64_t capacity = 0;
+    bool in_use = false;
+  };
+  static thread_local State state_;
+  std::unique_ptr<char[]> own_;
+  char* data_ = nullptr;
+};
+thread_local ChunkBuffer::State ChunkBuffer::state_;
+
 absl::Status ReadChunks(const onnx::TensorProto& tensor, uint64_t chunk_bytes, const ChunkFn& fn) {
   const DeferredSpan span = SpanOf(tensor);
   AMPC_ASSIGN_OR_RETURN(const auto file, FileOf(tensor, span));
   const uint64_t element = std::max<uint64_t>(ElementSize(tensor.data_type()).value_or(1), 1);
   chunk_bytes = std::max(chunk_bytes / element, uint64_t{1}) * element;
-  std::string buffer(std::min(chunk_bytes, span.length), '\0');
+  const uint64_t size = std::min(chunk_bytes, span.length);
+  const ChunkBuffer buffer(size);
   for (uint64_t done = 0; done < span.length;) {
-    const uint64_t want = std::min<uint64_t>(buffer.size(), span.length - done);
+    const uint64_t want = std::min<uint64_t>(size, span.length - done);
     for (uint64_t have = 0; have < want;) {  // pread may return less than asked
       const ssize_t got =
           ::pread(file.first, buffer.data() + have, want - have, span.offset + done + have);
