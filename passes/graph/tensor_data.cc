@@ -212,4 +212,13 @@ bool MoveTypedDataToRaw(TensorProto& tensor) {
   return true;
 }
 
+onnx::TensorProto ScalarTensor(int elem_type, double value) {
+  onnx::TensorProto t;
+  t.set_data_type(elem_type);
+  if (elem_type == onnx::TensorProto::FLOAT) t.add_float_data(static_cast<float>(value));
+  if (elem_type == onnx::TensorProto::INT64) t.add_int64_data(static_cast<int64_t>(value));
+  if (elem_type == onnx::TensorProto::BOOL) t.add_int32_data(value != 0 ? 1 : 0);
+  return t;
+}
+
 }  // namespace ampc

@@ -31,6 +31,9 @@ uint64_t HeldBytes(const onnx::TensorProto& tensor);
 // Empty for STRING and unknown data types without raw_data.
 std::string RawBytes(const onnx::TensorProto& tensor);
 
+// A scalar (no dims) of elem_type FLOAT, INT64 or BOOL holding `value`, in the typed field.
+onnx::TensorProto ScalarTensor(int elem_type, double value);
+
 // Moves values from their typed field into raw_data (external data requires raw_data). True if
 // the tensor now has raw_data; false for STRING and unknown data types.
 bool MoveTypedDataToRaw(onnx::TensorProto& tensor);

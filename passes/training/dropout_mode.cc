@@ -13,6 +13,7 @@
 #include "passes/graph/name_allocator.h"
 #include "passes/graph/remove_if.h"
 #include "passes/graph/status_macros.h"
+#include "passes/graph/tensor_data.h"
 #include "passes/opset/training_ops.h"
 #include "passes/training/training_state.h"
 
@@ -114,16 +115,6 @@ onnx::NodeProto ConstantNode(const std::string& name, const onnx::TensorProto& v
   return node;
 }
 
-// A scalar of `elem_type` (FLOAT, BOOL or INT64) holding `value`.
-onnx::TensorProto ScalarOf(int elem_type, double value) {
-  onnx::TensorProto t;
-  t.set_data_type(elem_type);
-  if (elem_type == onnx::TensorProto::FLOAT) t.add_float_data(static_cast<float>(value));
-  if (elem_type == onnx::TensorProto::BOOL) t.add_int32_data(value != 0 ? 1 : 0);
-  if (elem_type == onnx::TensorProto::INT64) t.add_int64_data(static_cast<int64_t>(value));
-  return t;
-}
-
 // Puts `nodes` before every node of `graph` (they read only initializers and constants).
 void Prepend(onnx::GraphProto& graph, std::vector<onnx::NodeProto> nodes) {
   for (onnx::NodeProto& node : *graph.mutable_node()) nodes.push_back(std::move(node));
@@ -174,11 +165,11 @@ absl::StatusOr<PassResult> DropoutMode::Run(ModelContext& context) {
   NameAllocator names(context.model);
   std::vector<onnx::NodeProto> constants;
   const std::string on = names.Fresh("ampc.dropout.training_mode");
-  constants.push_back(ConstantNode(on, ScalarOf(onnx::TensorProto::BOOL, 1)));
+  constants.push_back(ConstantNode(on, ScalarTensor(onnx::TensorProto::BOOL, 1)));
   std::string ratio;  // the ratio every node gets, or empty: its own
   if (mode_ == Mode::kRatio) {
     ratio = names.Fresh("ampc.dropout.ratio");
-    constants.push_back(ConstantNode(ratio, ScalarOf(onnx::TensorProto::FLOAT, ratio_)));
+    constants.push_back(ConstantNode(ratio, ScalarTensor(onnx::TensorProto::FLOAT, ratio_)));
   }
   std::string half;  // ONNX's default ratio, for nodes without one
   absl::flat_hash_set<std::string> replaced;
@@ -191,7 +182,7 @@ absl::StatusOr<PassResult> DropoutMode::Run(ModelContext& context) {
     } else if (node->input(1).empty()) {
       if (half.empty()) {
         half = names.Fresh("ampc.dropout.default_ratio");
-        constants.push_back(ConstantNode(half, ScalarOf(onnx::TensorProto::FLOAT, 0.5)));
+        constants.push_back(ConstantNode(half, ScalarTensor(onnx::TensorProto::FLOAT, 0.5)));
       }
       node->set_input(1, half);
     }
@@ -241,7 +232,7 @@ absl::StatusOr<PassResult> DropoutStep::Run(ModelContext& context) {
   if (k > 1) {
     const std::string kname = names.Fresh("ampc.dropout.accumulate");
     counting.push_back(
-        ConstantNode(kname, ScalarOf(onnx::TensorProto::INT64, static_cast<double>(k))));
+        ConstantNode(kname, ScalarTensor(onnx::TensorProto::INT64, static_cast<double>(k))));
     call = add("Mul", {call, kname}, "ampc.dropout.windows_run");
     call = add("Add", {call, kMicroStep}, "ampc.dropout.call");
   }

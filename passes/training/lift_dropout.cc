@@ -100,15 +100,6 @@ std::optional<Chain> ChainAt(const GraphIndex& index, const onnx::NodeProto& mul
   return Chain{&mul, x, *keep, {random, less, cast, div}};
 }
 
-onnx::TensorProto Scalar(const std::string& name, int elem_type, float value) {
-  onnx::TensorProto t;
-  t.set_name(name);
-  t.set_data_type(elem_type);
-  if (elem_type == onnx::TensorProto::BOOL) t.add_int32_data(value != 0 ? 1 : 0);
-  if (elem_type == onnx::TensorProto::FLOAT) t.add_float_data(value);
-  return t;
-}
-
 }  // namespace
 
 absl::StatusOr<PassResult> LiftDropout::Run(ModelContext& context) {
@@ -140,9 +131,12 @@ absl::StatusOr<PassResult> LiftDropout::Run(ModelContext& context) {
     const std::string ratio = names.Fresh(chain.mul->output(0) + ".ratio");
     const std::string training = names.Fresh(chain.mul->output(0) + ".training_mode");
     // 1 - k in double, rounded once: PyTorch's p for the k = 1 - p the exporter wrote.
-    *graph.add_initializer() =
-        Scalar(ratio, onnx::TensorProto::FLOAT, static_cast<float>(1.0 - double{chain.keep}));
-    *graph.add_initializer() = Scalar(training, onnx::TensorProto::BOOL, 1);
+    onnx::TensorProto& ratio_value = *graph.add_initializer() =
+        ScalarTensor(onnx::TensorProto::FLOAT, 1.0 - double{chain.keep});
+    ratio_value.set_name(ratio);
+    onnx::TensorProto& training_value = *graph.add_initializer() =
+        ScalarTensor(onnx::TensorProto::BOOL, 1);
+    training_value.set_name(training);
     onnx::NodeProto dropout;
     dropout.set_name(chain.mul->name());
     dropout.set_op_type("Dropout");

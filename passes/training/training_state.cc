@@ -3,6 +3,7 @@
 #include <onnx/defs/attr_proto_util.h>
 
 #include "absl/strings/str_cat.h"
+#include "passes/graph/tensor_data.h"
 
 namespace ampc {
 
@@ -109,13 +110,10 @@ onnx::ValueInfoProto TensorValue(const std::string& name, int elem_type,
 
 namespace {
 
-onnx::TensorProto Scalar(int elem_type, double value, bool one_element) {
-  onnx::TensorProto tensor;
-  tensor.set_data_type(elem_type);
-  if (one_element) tensor.add_dims(1);
-  if (elem_type == onnx::TensorProto::FLOAT) tensor.add_float_data(static_cast<float>(value));
-  if (elem_type == onnx::TensorProto::INT64) tensor.add_int64_data(static_cast<int64_t>(value));
-  if (elem_type == onnx::TensorProto::BOOL) tensor.add_int32_data(value != 0);
+// One element: the shape [1] an optimizer state of one value is declared with.
+onnx::TensorProto OneElement(int elem_type, double value) {
+  onnx::TensorProto tensor = ScalarTensor(elem_type, value);
+  tensor.add_dims(1);
   return tensor;
 }
 
@@ -131,7 +129,7 @@ onnx::GraphProto BuildInitialization(const std::vector<StateItem>& items) {
     if (item.dims.empty()) {
       node.set_op_type("Constant");
       *node.add_attribute() =
-          onnx::MakeAttribute("value", Scalar(item.elem_type, item.value, false));
+          onnx::MakeAttribute("value", ScalarTensor(item.elem_type, item.value));
     } else {
       const std::string shape = absl::StrCat(item.name, ".shape");
       onnx::NodeProto& dims = *graph.add_node();
@@ -143,8 +141,7 @@ onnx::GraphProto BuildInitialization(const std::vector<StateItem>& items) {
       graph.mutable_node()->SwapElements(graph.node_size() - 1, graph.node_size() - 2);
       node.set_op_type("ConstantOfShape");
       node.add_input(shape);
-      *node.add_attribute() =
-          onnx::MakeAttribute("value", Scalar(item.elem_type, item.value, true));
+      *node.add_attribute() = onnx::MakeAttribute("value", OneElement(item.elem_type, item.value));
     }
     *graph.add_output() = TensorValue(item.name, item.elem_type, item.dims);
   }
