@@ -7,7 +7,6 @@
 #include <cpuid.h>
 
 #include <algorithm>
-#include <vector>
 
 // GCC 12's AVX-512 intrinsics warn "may be used uninitialized" once inlined (GCC bug 105593).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -15,6 +14,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #include <immintrin.h>
+
+#include "kernels/cpu/gemm_pack_x86.h"
 
 #define AMPC_BF16_DOT __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
@@ -26,11 +27,7 @@ constexpr int64_t kNr = 32;   // columns: two registers of 16 floats
 constexpr int64_t kKc = 256;  // k per block (an even number: packed as pairs)
 constexpr int64_t kMc = 128;
 constexpr int64_t kNc = 1024;
-
-// The first min(n, 16) lanes.
-__mmask16 Mask(int64_t n) {
-  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
-}
+constexpr GemmBlocking kBlocking{kMr, kNr, kKc, kMc, kNc, /*k_per_entry=*/2};
 
 // Whether any of the rows x cols values at p (row stride ld) is an FP32 subnormal.
 AMPC_BF16_DOT bool HasSubnormal(const float* p, int64_t rows, int64_t cols, int64_t ld) {
@@ -39,7 +36,7 @@ AMPC_BF16_DOT bool HasSubnormal(const float* p, int64_t rows, int64_t cols, int6
   __mmask16 found = 0;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t j = 0; j < cols; j += 16) {
-      const __mmask16 m = Mask(cols - j);
+      const __mmask16 m = Mask16(cols - j);
       const __m512i u = _mm512_and_si512(_mm512_maskz_loadu_epi32(m, p + r * ld + j), abs);
       // 0 < u < 2^-126 as u - 1 < 0x7fffff unsigned.
       found |= _mm512_mask_cmplt_epu32_mask(m, _mm512_sub_epi32(u, one), normal);
@@ -66,26 +63,6 @@ AMPC_BF16_DOT __m256i PairsOfConsecutive(__m512 v) {
       _mm512_permutexvar_epi16(_mm512_load_si512(kIndex), _mm512_castps_si512(v)));
 }
 
-// Transposes 8 rows of 8 32-bit values (in place).
-AMPC_BF16_DOT void Transpose8x8(__m256i r[8]) {
-  __m256i t[8], u[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 2; ++i) {
-    for (int j = 0; j < 2; ++j) {
-      u[4 * i + 2 * j] = _mm256_unpacklo_epi64(t[4 * i + j], t[4 * i + 2 + j]);
-      u[4 * i + 2 * j + 1] = _mm256_unpackhi_epi64(t[4 * i + j], t[4 * i + 2 + j]);
-    }
-  }
-  // u[0..3] hold columns 0, 1, 2, 3 of rows 0-3 (low 128 bits) and 4-7 (high), u[4..7] of rows 4-7.
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm256_permute2x128_si256(u[i], u[4 + i], 0x20);
-    r[4 + i] = _mm256_permute2x128_si256(u[i], u[4 + i], 0x31);
-  }
-}
-
 // Packs rows x kc values of a matrix whose k runs along its rows (x[r * ld + p], r < rows) as
 // `rows` sequences of (kc + 1) / 2 pairs, pair q of row r stored at out[q * stride + r]. Eight
 // rows at a time go through a transpose, so each store writes 8 rows' pairs at once.
@@ -97,7 +74,7 @@ AMPC_BF16_DOT void PackAlongRows(const float* x, int64_t ld, int64_t rows, int64
     for (int64_t p = 0; p < kc; p += 16) {
       __m256i block[8];
       for (int i = 0; i < 8; ++i) {
-        block[i] = PairsOfConsecutive(_mm512_maskz_loadu_ps(Mask(kc - p), x + (r + i) * ld + p));
+        block[i] = PairsOfConsecutive(_mm512_maskz_loadu_ps(Mask16(kc - p), x + (r + i) * ld + p));
       }
       Transpose8x8(block);
       const int64_t count = std::min<int64_t>(8, pairs - p / 2);
@@ -109,7 +86,7 @@ AMPC_BF16_DOT void PackAlongRows(const float* x, int64_t ld, int64_t rows, int64
   alignas(32) uint32_t packed[8];
   for (; r < rows; ++r) {
     for (int64_t p = 0; p < kc; p += 16) {
-      const __m512 v = _mm512_maskz_loadu_ps(Mask(kc - p), x + r * ld + p);
+      const __m512 v = _mm512_maskz_loadu_ps(Mask16(kc - p), x + r * ld + p);
       _mm256_store_si256(reinterpret_cast<__m256i*>(packed), PairsOfConsecutive(v));
       const int64_t count = std::min<int64_t>(8, pairs - p / 2);
       for (int64_t t = 0; t < count; ++t) out[(p / 2 + t) * stride + r] = packed[t];
@@ -126,7 +103,7 @@ AMPC_BF16_DOT void PackAlongColumns(const float* x, int64_t ld, int64_t kc, int6
     const float* r0 = x + p * ld;
     const bool pair = p + 1 < kc;
     for (int64_t j = 0; j < width; j += 16) {
-      const __mmask16 m = j < cols ? Mask(cols - j) : 0;
+      const __mmask16 m = j < cols ? Mask16(cols - j) : 0;
       const __m512 lo = _mm512_maskz_loadu_ps(m, r0 + j);
       const __m512 hi = pair ? _mm512_maskz_loadu_ps(m, r0 + ld + j) : _mm512_setzero_ps();
       const __m512i v = InterleaveUpper(lo, hi);
@@ -139,22 +116,20 @@ AMPC_BF16_DOT void PackAlongColumns(const float* x, int64_t ld, int64_t kc, int6
   }
 }
 
-// `count` rows of op(A) (or columns of op(B)) from `first`, k [p0, p0 + kc), as panels of
-// `width`: panel t holds, for each pair of k, `width` pairs (zero past `count`). k runs along
-// x's rows (x[r * ld + p]: A, or B transposed) or down its columns (x[p * ld + r]).
-AMPC_BF16_DOT void PackPanels(const float* x, bool k_along_rows, int64_t ld, int64_t first,
-                              int64_t count, int64_t p0, int64_t kc, int64_t width, uint32_t* out) {
+// Packs op(A) (k_along_rows = !trans_a) or op(B) (trans_b) as panels of `width` pairs a row.
+AMPC_BF16_DOT void PackPairPanels(const float* x, bool k_along_rows, int64_t ld, int64_t first,
+                                  int64_t count, int64_t p0, int64_t kc, int64_t width,
+                                  uint32_t* out) {
   const int64_t pairs = (kc + 1) / 2;
-  for (int64_t r0 = 0; r0 < count; r0 += width) {
-    uint32_t* panel = out + r0 * pairs;
-    const int64_t n = std::min(width, count - r0);
-    if (k_along_rows) {
-      if (n < width) std::fill(panel, panel + pairs * width, 0u);
-      PackAlongRows(x + (first + r0) * ld + p0, ld, n, kc, width, panel);
-    } else {
-      PackAlongColumns(x + p0 * ld + first + r0, ld, kc, n, width, panel);
-    }
-  }
+  PackPanels(
+      x, k_along_rows, ld, first, count, p0, pairs, width, out,
+      [&](const float* start, int64_t n, uint32_t* panel) {
+        if (n < width) std::fill(panel, panel + pairs * width, 0u);
+        PackAlongRows(start, ld, n, kc, width, panel);
+      },
+      [&](const float* start, int64_t n, uint32_t* panel) {
+        PackAlongColumns(start, ld, kc, n, width, panel);
+      });
 }
 
 // c[rows, cols] (rows <= kMr, cols <= kNr) = or += the product of one A panel and one B panel over
@@ -175,25 +150,12 @@ AMPC_BF16_DOT void MicroKernel(const uint32_t* ap, const uint32_t* bp, int64_t p
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
     }
   }
-  const __mmask16 m0 = Mask(cols), m1 = cols > 16 ? Mask(cols - 16) : 0;
-#pragma GCC unroll 8
-  for (int r = 0; r < kRows; ++r) {
-    float* row = c + r * ldc;
-    __m512 v0 = acc[r][0], v1 = acc[r][1];
-    if (add) {
-      v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, row), v0);
-      v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, row + 16), v1);
-    }
-    _mm512_mask_storeu_ps(row, m0, v0);
-    _mm512_mask_storeu_ps(row + 16, m1, v1);
-  }
+  StoreTile<kRows>(acc, c, ldc, cols, add);
 }
 
-using MicroKernelFn = void (*)(const uint32_t*, const uint32_t*, int64_t, float*, int64_t, int64_t,
-                               bool);
-constexpr MicroKernelFn kMicroKernels[kMr] = {MicroKernel<1>, MicroKernel<2>, MicroKernel<3>,
-                                              MicroKernel<4>, MicroKernel<5>, MicroKernel<6>,
-                                              MicroKernel<7>, MicroKernel<8>};
+constexpr MicroKernelFn<uint32_t> kMicroKernels[kMr] = {
+    MicroKernel<1>, MicroKernel<2>, MicroKernel<3>, MicroKernel<4>,
+    MicroKernel<5>, MicroKernel<6>, MicroKernel<7>, MicroKernel<8>};
 
 bool CpuHasBFloat16Dot() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
@@ -219,36 +181,14 @@ bool BFloat16DotTakes(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
 void GemmBFloat16Values(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                         int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c,
                         int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    if (!accumulate) {
-      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
-    }
-    return;
-  }
-  thread_local std::vector<uint32_t> packed_a, packed_b;
-  packed_a.resize(static_cast<size_t>(((std::min(kMc, m) + kMr - 1) / kMr * kMr) * (kKc / 2)));
-  packed_b.resize(static_cast<size_t>(((std::min(kNc, n) + kNr - 1) / kNr * kNr) * (kKc / 2)));
-  for (int64_t j0 = 0; j0 < n; j0 += kNc) {
-    const int64_t nc = std::min(kNc, n - j0);
-    for (int64_t p0 = 0; p0 < k; p0 += kKc) {
-      const int64_t kc = std::min(kKc, k - p0), pairs = (kc + 1) / 2;
-      const bool add = accumulate || p0 > 0;
-      PackPanels(b, trans_b, ldb, j0, nc, p0, kc, kNr, packed_b.data());
-      for (int64_t i0 = 0; i0 < m; i0 += kMc) {
-        const int64_t mc = std::min(kMc, m - i0);
-        PackPanels(a, !trans_a, lda, i0, mc, p0, kc, kMr, packed_a.data());
-        for (int64_t jr = 0; jr < nc; jr += kNr) {
-          const int64_t cols = std::min(kNr, nc - jr);
-          for (int64_t ir = 0; ir < mc; ir += kMr) {
-            const int64_t rows = std::min(kMr, mc - ir);
-            kMicroKernels[rows - 1](packed_a.data() + ir * pairs, packed_b.data() + jr * pairs,
-                                    pairs, c + (i0 + ir) * ldc + j0 + jr, ldc, cols, add);
-          }
-        }
-      }
-    }
-  }
+  BlockedGemm<uint32_t>(
+      kBlocking, kMicroKernels, m, n, k, accumulate, c, ldc,
+      [&](int64_t i0, int64_t mc, int64_t p0, int64_t kc, uint32_t* out) {
+        PackPairPanels(a, !trans_a, lda, i0, mc, p0, kc, kMr, out);
+      },
+      [&](int64_t j0, int64_t nc, int64_t p0, int64_t kc, uint32_t* out) {
+        PackPairPanels(b, trans_b, ldb, j0, nc, p0, kc, kNr, out);
+      });
 }
 
 }  // namespace ampc::linalg

@@ -1,6 +1,7 @@
 // The GEMM under MatMul, Gemm and Conv: FP32 through OpenBLAS sgemm, FP64 through dgemm, FP16 and
 // BF16 widened to FP32 (exactly) and multiplied with FP32 accumulation (BF16 with the CPU's BF16
-// dot products where it has them, gemm_bf16.h), integers in a plain loop.
+// dot products where it has them, gemm_bf16.h; FP16 MatMul and Gemm packed straight from FP16
+// where the CPU has AVX-512, gemm_half.h), integers in a plain loop.
 // Results stay in the accumulation type until the kernel rounds them once to the output type.
 #pragma once
 
@@ -19,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/elementwise_convert.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_half.h"
 #include "kernels/cpu/linalg_shapes.h"
 #include "kernels/cpu/scratch_arena.h"
 #include "kernels/numerics/half.h"
@@ -206,23 +208,13 @@ inline int64_t GemmBlock(int64_t extent) {
   return std::max<int64_t>(32, ((extent + kGemmBlocks - 1) / kGemmBlocks + 15) / 16 * 16);
 }
 
-// Gemm with C split into row blocks (or column blocks, when it is wider than tall) that the
-// pool's threads compute at once, each with single-threaded BLAS; inline when small or nested.
-// The blocks depend on the shape alone, never on the thread count, and BLAS computes each block
-// the same way whichever thread runs it: the product has the same bits at any thread count
-// (BLAS's sum order within a product depends on the block it is given). T is the storage type
-// the operands were widened from (BF16 may take the BF16 dot products, whose sums do not depend
-// on the blocks).
-template <typename A, typename T = A>
-void ParallelGemm(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                  A alpha, const A* a, int64_t lda, const A* b, int64_t ldb, A beta, A* c,
-                  int64_t ldc) {
-  bool bf16_dot = false;
-  if constexpr (std::is_same_v<A, float>) {
-    bf16_dot = UseBFloat16Dot<T>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta);
-  }
+// Calls fn(i0, rows, j0, cols) for blocks of C [m, n] in row blocks (or column blocks, when it is
+// wider than tall) that the pool's threads compute at once; once, inline, when the product is
+// small. The blocks depend on the shape alone, never on the thread count.
+template <typename Fn>
+void ForGemmBlocks(ThreadPool& pool, int64_t m, int64_t n, int64_t k, Fn&& fn) {
   if (m * n * k <= kParallelGemmWork) {
-    GemmOf<A>(bf16_dot, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    fn(int64_t{0}, m, int64_t{0}, n);
     return;
   }
   const bool by_rows = m >= n;
@@ -232,14 +224,46 @@ void ParallelGemm(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64
   pool.ParallelFor(blocks, 1, [&](int64_t first, int64_t last) {
     for (int64_t t = first; t < last; ++t) {
       const int64_t begin = t * block, size = std::min(block, extent - begin);
-      if (by_rows) {
-        GemmOf<A>(bf16_dot, trans_a, trans_b, size, n, k, alpha,
-                  a + (trans_a ? begin : begin * lda), lda, b, ldb, beta, c + begin * ldc, ldc);
-      } else {
-        GemmOf<A>(bf16_dot, trans_a, trans_b, m, size, k, alpha, a, lda,
-                  b + (trans_b ? begin * ldb : begin), ldb, beta, c + begin, ldc);
-      }
+      by_rows ? fn(begin, size, int64_t{0}, n) : fn(int64_t{0}, m, begin, size);
     }
+  });
+}
+
+// Gemm with C split by ForGemmBlocks, each block with single-threaded BLAS; BLAS computes each
+// block the same way whichever thread runs it, so the product has the same bits at any thread
+// count (BLAS's sum order within a product depends on the block it is given). T is the storage
+// type the operands were widened from (BF16 may take the BF16 dot products, whose sums do not
+// depend on the blocks).
+template <typename A, typename T = A>
+void ParallelGemm(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                  A alpha, const A* a, int64_t lda, const A* b, int64_t ldb, A beta, A* c,
+                  int64_t ldc) {
+  bool bf16_dot = false;
+  if constexpr (std::is_same_v<A, float>) {
+    bf16_dot = UseBFloat16Dot<T>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta);
+  }
+  ForGemmBlocks(pool, m, n, k, [&](int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
+    GemmOf<A>(bf16_dot, trans_a, trans_b, rows, cols, k, alpha, a + (trans_a ? i0 : i0 * lda), lda,
+              b + (trans_b ? j0 * ldb : j0), ldb, beta, c + i0 * ldc + j0, ldc);
+  });
+}
+
+// Whether a product of FP16 tensors with these alpha and beta goes to ParallelGemmHalf (FP16
+// operands as stored) rather than to ParallelGemm on widened copies.
+inline bool TakesHalfGemm(float alpha, float beta) {
+  return HasHalfGemm() && alpha == 1.0f && (beta == 0.0f || beta == 1.0f);
+}
+
+// c = op(a) * op(b) (or c + op(a) * op(b) when accumulate) on FP16 operands as stored, C split by
+// ForGemmBlocks (GemmHalfValues' sums do not depend on the blocks). Needs HasHalfGemm().
+inline void ParallelGemmHalf(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                             int64_t k, const Half* a, int64_t lda, const Half* b, int64_t ldb,
+                             bool accumulate, float* c, int64_t ldc) {
+  const uint16_t* a_bits = reinterpret_cast<const uint16_t*>(a);
+  const uint16_t* b_bits = reinterpret_cast<const uint16_t*>(b);
+  ForGemmBlocks(pool, m, n, k, [&](int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
+    GemmHalfValues(trans_a, trans_b, rows, cols, k, a_bits + (trans_a ? i0 : i0 * lda), lda,
+                   b_bits + (trans_b ? j0 * ldb : j0), ldb, accumulate, c + i0 * ldc + j0, ldc);
   });
 }
 

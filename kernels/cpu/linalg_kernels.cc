@@ -101,6 +101,29 @@ absl::Status TooLarge(KernelContext& context) {
   return NodeError(context, "a matrix dimension exceeds 2^31-1");
 }
 
+// Calls product(rows, offset_a, offset_b, c) for MatMul's GEMMs: one with the batches stacked
+// as rows when B is shared by every batch and A is contiguous, else one per batch (in parallel; a
+// single one is split by the GEMM instead). Offsets are in elements of A and B.
+template <typename C, typename Product>
+void ForEachMatMul(ThreadPool& pool, const linalg::MatMulShape& s, Product&& product, C* out) {
+  const int64_t batches = ElementCount(s.batch);
+  const int64_t m = s.m, n = s.n, k = s.k;
+  if (ElementCount(s.batch_b) == 1 && ElementCount(s.batch_a) == batches) {
+    product(batches * m, int64_t{0}, int64_t{0}, out);
+    return;
+  }
+  std::vector<int64_t> offset_a(batches), offset_b(batches);
+  const Shape* batch_shapes[] = {&s.batch_a, &s.batch_b};
+  BroadcastIndex index(s.batch, batch_shapes);
+  index.ForRange(0, batches, [&](int64_t i, std::span<const int64_t> offsets) {
+    offset_a[i] = offsets[0] * m * k;
+    offset_b[i] = offsets[1] * k * n;
+  });
+  pool.ParallelFor(batches, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) product(m, offset_a[i], offset_b[i], out + i * m * n);
+  });
+}
+
 template <typename T>
 absl::Status MatMulTyped(KernelContext& context) {
   const Tensor& a = context.in(0);
@@ -112,30 +135,29 @@ absl::Status MatMulTyped(KernelContext& context) {
   if (!linalg::FitsBlas({s.m * batches, s.n, s.k})) return TooLarge(context);
   ThreadPool& pool = CpuOf(context.backend()).pool();
   linalg::SingleThreadedBlas();
+  AccOutput<T> out(y->data<T>(), y->size());
+  if constexpr (std::is_same_v<T, Half>) {
+    if (linalg::TakesHalfGemm(1.0f, 0.0f)) {
+      ForEachMatMul(
+          pool, s,
+          [&](int64_t rows, int64_t offset_a, int64_t offset_b, float* c) {
+            linalg::ParallelGemmHalf(pool, false, false, rows, s.n, s.k, a.data<T>() + offset_a,
+                                     s.k, b.data<T>() + offset_b, s.n, false, c, s.n);
+          },
+          out.data());
+      out.Finish(pool);
+      return absl::OkStatus();
+    }
+  }
   AccInput<T> pa(a.data<T>(), a.size(), pool);
   AccInput<T> pb(b.data<T>(), b.size(), pool);
-  AccOutput<T> out(y->data<T>(), y->size());
-  const int64_t m = s.m, n = s.n, k = s.k;
-  if (ElementCount(s.batch_b) == 1 && ElementCount(s.batch_a) == batches) {
-    // B is shared by every batch and A is contiguous: one GEMM with the batches stacked as rows.
-    linalg::ParallelGemm<Acc<T>, T>(pool, false, false, batches * m, n, k, 1, pa.data(), k,
-                                    pb.data(), n, 0, out.data(), n);
-  } else {
-    std::vector<int64_t> offset_a(batches), offset_b(batches);
-    const Shape* batch_shapes[] = {&s.batch_a, &s.batch_b};
-    BroadcastIndex index(s.batch, batch_shapes);
-    index.ForRange(0, batches, [&](int64_t i, std::span<const int64_t> offsets) {
-      offset_a[i] = offsets[0] * m * k;
-      offset_b[i] = offsets[1] * k * n;
-    });
-    // Products in parallel; a single one is split by ParallelGemm instead.
-    pool.ParallelFor(batches, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        linalg::ParallelGemm<Acc<T>, T>(pool, false, false, m, n, k, 1, pa.data() + offset_a[i], k,
-                                        pb.data() + offset_b[i], n, 0, out.data() + i * m * n, n);
-      }
-    });
-  }
+  ForEachMatMul(
+      pool, s,
+      [&](int64_t rows, int64_t offset_a, int64_t offset_b, Acc<T>* c) {
+        linalg::ParallelGemm<Acc<T>, T>(pool, false, false, rows, s.n, s.k, 1, pa.data() + offset_a,
+                                        s.k, pb.data() + offset_b, s.n, 0, c, s.n);
+      },
+      out.data());
   out.Finish(pool);
   return absl::OkStatus();
 }
@@ -176,6 +198,14 @@ absl::Status GemmTyped(KernelContext& context) {
     index.ForRange(0, m * n, [&](int64_t i, std::span<const int64_t> offsets) {
       acc[i] = Compute<T>::Load(pc[offsets[0]]);
     });
+  }
+  if constexpr (std::is_same_v<T, Half>) {
+    if (linalg::TakesHalfGemm(alpha, use_c ? beta : 0.0f)) {
+      linalg::ParallelGemmHalf(pool, trans_a, trans_b, m, n, k, a.data<T>(), a.dim(1), b.data<T>(),
+                               b.dim(1), use_c, out.data(), n);
+      out.Finish(pool);
+      return absl::OkStatus();
+    }
   }
   AccInput<T> pa(a.data<T>(), a.size(), pool);
   AccInput<T> pb(b.data<T>(), b.size(), pool);
