@@ -172,10 +172,24 @@ absl::Status BinaryMap(KernelContext& context, const Tensor& a, const Tensor& b,
     return absl::OkStatus();
   }
   pool.ParallelFor(out->size(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    index.ForRange(begin, end, [&](int64_t i, std::span<const int64_t> offsets) {
-      y[i] = Compute<Out>::Store(
-          fn(Compute<In>::Load(pa[offsets[0]]), Compute<In2>::Load(pb[offsets[1]])));
-    });
+    if constexpr (kBlocked<In, Out, In2>) {  // results rounded a block at a time, as BinaryLoop
+      BlockResult<Out> r[kElementwiseBlock];
+      int64_t filled = 0, start = begin;
+      index.ForRange(begin, end, [&](int64_t, std::span<const int64_t> offsets) {
+        r[filled++] = fn(Compute<In>::Load(pa[offsets[0]]), Compute<In2>::Load(pb[offsets[1]]));
+        if (filled == kElementwiseBlock) {
+          StoreBlock(r, filled, y + start);
+          start += filled;
+          filled = 0;
+        }
+      });
+      StoreBlock(r, filled, y + start);
+    } else {
+      index.ForRange(begin, end, [&](int64_t i, std::span<const int64_t> offsets) {
+        y[i] = Compute<Out>::Store(
+            fn(Compute<In>::Load(pa[offsets[0]]), Compute<In2>::Load(pb[offsets[1]])));
+      });
+    }
   });
   return absl::OkStatus();
 }

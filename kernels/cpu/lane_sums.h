@@ -64,10 +64,22 @@ void SumRows(const T* px, const RowBlock& s, int64_t r0, Term&& term, C* out) {
   LaneSums<C, kLanes> sums;
   const C* rows[kLanes];
   for (int64_t n = 0; n < s.outer; ++n) {
+    const T* first = px + (n * s.rows + r0) * s.inner;
+    if (s.inner <= kElementwiseBlock) {  // the lanes' rows lie side by side: widened in one go
+      const C* wide = buffer.data();
+      if constexpr (std::is_same_v<T, C>) {
+        wide = first;
+      } else {
+        WidenToAcc(first, kLanes * s.inner, buffer.data());
+      }
+      for (int k = 0; k < kLanes; ++k) rows[k] = wide + k * s.inner;
+      sums.Add(s.inner, [&](int k, int64_t j) { return term(k, rows[k][j]); });
+      continue;
+    }
     for (int64_t j0 = 0; j0 < s.inner; j0 += kElementwiseBlock) {
       const int64_t m = std::min(kElementwiseBlock, s.inner - j0);
       for (int k = 0; k < kLanes; ++k) {
-        const T* row = px + (n * s.rows + r0 + k) * s.inner + j0;
+        const T* row = first + k * s.inner + j0;
         if constexpr (std::is_same_v<T, C>) {
           rows[k] = row;
         } else {

@@ -201,6 +201,29 @@ g (float16[)",
   }
 }
 
+TEST_F(MathKernelsTest, ShortRowBroadcastOfFp16RoundsEachProductOnceAcrossBlocks) {
+  // [64,3,2,2] * [64,3,1,1] has rows of 4, too short for the row loop: the element walk, whose
+  // FP16 results are rounded 512 at a time (768 values: one full block and a partial one).
+  const Shape sa = {64, 3, 2, 2}, sb = {64, 3, 1, 1};
+  const std::vector<float> va = testing::PseudoFloats(ElementCount(sa), 3, -300, 300);
+  const std::vector<float> vb = testing::PseudoFloats(ElementCount(sb), 4, -300, 300);
+  auto out = Run(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float16[64,3,2,2] a, float16[64,3,1,1] b) => (float16[64,3,2,2] p, bool[64,3,2,2] gt) {
+  p = Mul(a, b) gt = Greater(a, b) }
+)",
+                 {Halves(sa, va), Halves(sb, vb)});
+  ASSERT_EQ(out.size(), 2u);
+  const std::vector<uint16_t> bits = Bits(out[0]);
+  const std::vector<bool> greater = Values<bool>(out[1]);
+  const Tensor a = Halves(sa, va), b = Halves(sb, vb);
+  for (int64_t i = 0; i < ElementCount(sa); ++i) {
+    const float x = HalfToFloat(Bits(a)[i]), y = HalfToFloat(Bits(b)[i / 4]);
+    ASSERT_EQ(bits[i], FloatToHalf(x * y)) << "element " << i;  // some overflow to infinity
+    ASSERT_EQ(greater[i], x > y) << "element " << i;
+  }
+}
+
 TEST_F(MathKernelsTest, RowBroadcastWhereMatchesTheElementwiseReference) {
   // cond [2,3,4,5] contiguous, x [1,3,1,1] repeated along each row of 20, y one value.
   std::vector<bool> cond(120);

@@ -44,6 +44,9 @@ class ReduceKernelsTest : public testing::KernelTest {
   absl::Status Create(const std::string& text) {
     return Session::Create(testing::ParseModelText(text), DefaultRegistry(), backend_).status();
   }
+  // Every ReduceSum/ReduceSumSquare/ReduceL1 over every axis set of a rank-4 `shape`, FP32 and
+  // FP16, bit for bit against the chunked order written out as a loop.
+  void ExpectChunkedSums(const Shape& shape);
 };
 
 // A reference reduction of a [2,3,4] float input over `axes` (keepdims irrelevant to the order),
@@ -193,8 +196,18 @@ g (float[600,70] x) => (float[)" +
 // all 16 axis sets of [3, 5, 4, 700] (ReduceSum over (0, 2, 3) has 8400 terms per output), in FP32
 // and FP16 (widened, and the sum rounded once).
 TEST_F(ReduceKernelsTest, SumsAddInInputOrderInChunksForEveryAxisSet) {
-  const int dims[4] = {3, 5, 4, 700};
-  const int count = 3 * 5 * 4 * 700;
+  // Rows longer than a 512-value block (chunks of 4096 within a row), and rows of 7 to 70 values
+  // whose lanes are widened together.
+  for (const Shape& shape : {Shape{3, 5, 4, 700}, Shape{6, 10, 3, 7}}) {
+    ExpectChunkedSums(shape);
+  }
+}
+
+void ReduceKernelsTest::ExpectChunkedSums(const Shape& shape) {
+  const int dims[4] = {static_cast<int>(shape[0]), static_cast<int>(shape[1]),
+                       static_cast<int>(shape[2]), static_cast<int>(shape[3])};
+  const int count = dims[0] * dims[1] * dims[2] * dims[3];
+  const std::string shape_text = absl::StrCat("[", absl::StrJoin(shape, ","), "]");
   std::vector<float> x(count);
   uint32_t seed = 5;
   for (float& v : x) {  // magnitudes 2^-8..2^8 and both signs, so the order shows in the low bits
@@ -216,12 +229,12 @@ TEST_F(ReduceKernelsTest, SumsAddInInputOrderInChunksForEveryAxisSet) {
       for (int d = 0; d < 4; ++d) (mask >> d & 1 ? axes : kept_dims).push_back(d);
       if (axes.empty()) continue;  // no axes: everything (mask 15's case)
       for (const auto& [op, term] : ops) {
-        SCOPED_TRACE(absl::StrCat(op, " over axes mask ", mask, " in ", type));
+        SCOPED_TRACE(absl::StrCat(op, " over axes mask ", mask, " in ", type, shape_text));
         auto out = Run(absl::StrCat(R"(<ir_version: 8, opset_import: ["" : 11]>
 g ()",
-                                    type, "[3,5,4,700] x) => (", type, " y) { y = ", op,
+                                    type, shape_text, " x) => (", type, " y) { y = ", op,
                                     "<keepdims = 0, axes = [", absl::StrJoin(axes, ","), "]>(x) }"),
-                       {fp16 ? Halves({3, 5, 4, 700}, x) : Floats({3, 5, 4, 700}, x)});
+                       {fp16 ? Halves(shape, x) : Floats(shape, x)});
         ASSERT_TRUE(out.ok()) << out.status();
         std::vector<float> got((*out)[0].size());
         for (size_t o = 0; o < got.size(); ++o) {
