@@ -25,7 +25,11 @@ be shared: only ratios of times measured back to back in this run mean much.
 
   tools/bench-train-cpu [--models cnn,resnet18,...] [--dtypes fp32,fp16,bf16] [--threads T]
                         [--warmup W] [--steps S] [--exporter legacy|dynamo] [--label TEXT]
-                        [--profile] [--no-write] [--work DIR]
+                        [--profile] [--repeat R] [--no-write] [--work DIR]
+
+With --repeat R the whole set runs R times, models interleaved; the tables give each side's
+median over the repetitions, and a last table each ratio taken within a repetition, its median
+and range over the R (on a shared machine, one run moves a ratio by up to about 0.2).
 """
 
 from __future__ import annotations
@@ -197,6 +201,45 @@ def commit() -> str:
     return done.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
 
 
+RATIOS = [("fp32/torch fp32", "ampc fp32", "torch fp32"),
+          ("bf16/torch bf16", "ampc bf16", "torch bf16"),
+          ("fp16/torch bf16", "ampc fp16", "torch bf16"),
+          ("ampc bf16/fp32", "ampc bf16", "ampc fp32"),
+          ("ampc fp16/fp32", "ampc fp16", "ampc fp32")]
+
+
+def merged(reps: list[dict]) -> dict:
+    """One measurement per side from several repetitions: the median of their medians, the
+    fastest step of all, the median CPU/wall; the first repetition's other fields."""
+    out = {}
+    for key in reps[0]:
+        rs = [r[key] for r in reps]
+        out[key] = dict(rs[0], median_ms=statistics.median(r["median_ms"] for r in rs),
+                        min_ms=min(r["min_ms"] for r in rs),
+                        cpu_per_wall=statistics.median(r["cpu_per_wall"] for r in rs))
+    return out
+
+
+def repeat_report(runs: dict) -> str:
+    """With --repeat R > 1: each ratio taken within each repetition (both sides measured back to
+    back), then its median and range over the R repetitions."""
+    count = len(next(iter(runs.values())))
+    if count < 2:
+        return ""
+    lines = ["", f"Ratios within each of the {count} repetitions (both sides back to back), "
+             "median over the repetitions [lowest-highest]:", "",
+             "| model | " + " | ".join(label for label, _, _ in RATIOS) + " |",
+             "|---|" + "---:|" * len(RATIOS)]
+    for name, reps in runs.items():
+        cells = []
+        for _, a, b in RATIOS:
+            values = [r[a]["median_ms"] / r[b]["median_ms"] for r in reps if a in r and b in r]
+            cells.append("-" if not values else f"{statistics.median(values):.2f} "
+                         f"[{min(values):.2f}-{max(values):.2f}]")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def report(args, rows: dict, started: float) -> str:
     import torch
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -260,6 +303,7 @@ def main() -> None:
     p.add_argument("--exporter", default="legacy", choices=["legacy", "dynamo"])
     p.add_argument("--label", default="run")
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--no-write", action="store_true")
     p.add_argument("--work", default="/tmp/bench-train-cpu")
     p.add_argument("--ampc", default=str(ROOT / "build/compiler/ampc"))
@@ -275,15 +319,18 @@ def main() -> None:
         if n not in ALL_MODELS:
             sys.exit(f"bench-train-cpu: unknown model {n} (known: {', '.join(ALL_MODELS)})")
     models = torch_models() if any(n != "cnn" for n in names) else {}
-    rows = {}
-    for name in names:
-        r = rows[name] = {}
-        for dtype in args.dtypes.split(","):
-            r[f"ampc {dtype}"] = ampc_step(args, name, dtype)
-        for bf16 in (False, True):
-            r["torch bf16" if bf16 else "torch fp32"] = torch_step(args, name, models, bf16)
-        print(name, {k: fmt(v) for k, v in r.items()}, file=sys.stderr, flush=True)
-    text = report(args, rows, started)
+    runs = {name: [] for name in names}
+    for rep in range(args.repeat):  # models interleaved, so a noisy minute spoils one repetition
+        for name in names:
+            r = {}
+            for dtype in args.dtypes.split(","):
+                r[f"ampc {dtype}"] = ampc_step(args, name, dtype)
+            for bf16 in (False, True):
+                r["torch bf16" if bf16 else "torch fp32"] = torch_step(args, name, models, bf16)
+            runs[name].append(r)
+            print(name, rep + 1, {k: fmt(v) for k, v in r.items()}, file=sys.stderr, flush=True)
+    rows = {name: merged(rs) for name, rs in runs.items()}
+    text = report(args, rows, started) + repeat_report(runs)
     print(text)
     if not args.no_write:
         out = ROOT / "bench/results/train-cpu.md"
