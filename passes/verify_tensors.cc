@@ -1,11 +1,15 @@
 #include "passes/verify_tensors.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "passes/graph/deferred_data.h"
 #include "passes/graph/float_scan.h"
 #include "passes/graph/graph_index.h"
 #include "passes/graph/status_macros.h"
@@ -130,9 +134,26 @@ class TensorWalk {
   int64_t unreported_ = 0;
 };
 
+// Scans the main graph's deferred initializers last in their files first (float_scan.h keeps
+// each result for the walk and for autocast). The conversion later reads them roughly in file
+// order, so where the weights are larger than memory it finds the last-scanned ones still in the
+// page cache instead of reading everything from disk a second time.
+void ScanDeferredLastFirst(const onnx::GraphProto& graph) {
+  std::vector<const TensorProto*> deferred;
+  for (const TensorProto& t : graph.initializer()) {
+    if (IsDeferred(t)) deferred.push_back(&t);
+  }
+  std::sort(deferred.begin(), deferred.end(), [](const TensorProto* a, const TensorProto* b) {
+    const DeferredSpan sa = SpanOf(*a), sb = SpanOf(*b);
+    return std::tie(sa.file, sa.offset) > std::tie(sb.file, sb.offset);
+  });
+  for (const TensorProto* t : deferred) ScanFloats(*t);
+}
+
 }  // namespace
 
 absl::Status VerifyTensors(const onnx::ModelProto& model, std::vector<std::string>& warnings) {
+  ScanDeferredLastFirst(model.graph());
   TensorWalk walk(warnings);
   AMPC_RETURN_IF_ERROR(walk.Graph(model.graph(), ""));
   for (const onnx::FunctionProto& f : model.functions()) {
