@@ -138,9 +138,11 @@ class TensorWalk {
 // each result for the walk and for autocast). The conversion later reads them roughly in file
 // order, so where the weights are larger than memory it finds the last-scanned ones still in the
 // page cache instead of reading everything from disk a second time.
+// Nothing is read ahead when an initializer is malformed: the walk reports it before any read.
 void ScanDeferredLastFirst(const onnx::GraphProto& graph) {
   std::vector<const TensorProto*> deferred;
   for (const TensorProto& t : graph.initializer()) {
+    if (!CheckData(t, "").ok()) return;
     if (IsDeferred(t)) deferred.push_back(&t);
   }
   std::sort(deferred.begin(), deferred.end(), [](const TensorProto* a, const TensorProto* b) {
