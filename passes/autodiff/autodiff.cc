@@ -11,23 +11,19 @@
 #include "passes/autodiff/gradient_builder.h"
 #include "passes/autodiff/gradient_rules.h"
 #include "passes/graph/status_macros.h"
+#include "passes/graph/tensor_data.h"
 #include "passes/opset/standard_op_versions.h"
 
 namespace ampc {
 namespace {
-
-bool IsFloat(int elem_type) {
-  return elem_type == onnx::TensorProto::FLOAT || elem_type == onnx::TensorProto::DOUBLE ||
-         elem_type == onnx::TensorProto::FLOAT16 || elem_type == onnx::TensorProto::BFLOAT16;
-}
 
 // Whether `value` may carry a gradient: a float tensor, or of unknown type.
 bool MayBeFloat(const GraphIndex& index, const std::string& value) {
   if (value.empty()) return false;
   const onnx::TypeProto* type = index.Type(value);
   if (type == nullptr) return true;
-  return type->has_tensor_type() &&
-         (type->tensor_type().elem_type() == 0 || IsFloat(type->tensor_type().elem_type()));
+  return type->has_tensor_type() && (type->tensor_type().elem_type() == 0 ||
+                                     IsFloatElementType(type->tensor_type().elem_type()));
 }
 
 // Default-domain ops and their ai.ampc versions (the same op in BF16) share the gradient rules.
@@ -97,7 +93,8 @@ absl::StatusOr<std::vector<std::string>> TrainableParameters(const GraphIndex& f
   const absl::flat_hash_set<std::string> reach = ReachSeeds(forward, {loss});
   std::vector<std::string> parameters;
   for (const onnx::TensorProto& initializer : forward.graph().initializer()) {
-    if (!IsFloat(initializer.data_type()) || !reach.contains(initializer.name())) continue;
+    if (!IsFloatElementType(initializer.data_type()) || !reach.contains(initializer.name()))
+      continue;
     if (!freeze_regex.empty() && RE2::FullMatch(initializer.name(), freeze)) continue;
     parameters.push_back(initializer.name());
   }

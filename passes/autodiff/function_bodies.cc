@@ -20,11 +20,6 @@
 namespace ampc {
 namespace {
 
-bool IsFloatType(int elem) {
-  return elem == onnx::TensorProto::FLOAT || elem == onnx::TensorProto::DOUBLE ||
-         elem == onnx::TensorProto::FLOAT16 || elem == onnx::TensorProto::BFLOAT16;
-}
-
 bool HasFunctionBody(const onnx::OpSchema& schema, int version) {
   return (schema.HasFunction() && schema.GetFunction(version) != nullptr) ||
          schema.HasContextDependentFunction();
@@ -235,7 +230,7 @@ absl::StatusOr<ExpandedBody> ExpandFunctionBody(const onnx::NodeProto& node,
     // Mixed precision may leave Attention's V (its own type parameter) FP32 beside FP16 Q and K,
     // which its body's MatMul cannot take: such inputs are cast to the first one's type.
     const int elem = type->tensor_type().elem_type();
-    if (!IsFloatType(elem)) continue;
+    if (!IsFloatElementType(elem)) continue;
     if (common == 0) common = elem;
     if (elem == common) continue;
     onnx::NodeProto& cast = *graph.add_node();

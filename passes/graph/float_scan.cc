@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "passes/graph/deferred_data.h"
+#include "passes/graph/tensor_data.h"
 
 namespace ampc {
 namespace {
@@ -84,13 +85,8 @@ void ScanRaw(int type, const char* raw, uint64_t size, FloatScan& scan) {
   }
 }
 
-bool HasFloatValues(int type) {
-  return type == TensorProto::FLOAT || type == TensorProto::DOUBLE ||
-         type == TensorProto::FLOAT16 || type == TensorProto::BFLOAT16;
-}
-
 FloatScan ScanDeferred(const TensorProto& tensor) {
-  if (!HasFloatValues(tensor.data_type())) return {};  // nothing to count: not read at all
+  if (!IsFloatElementType(tensor.data_type())) return {};  // nothing to count: not read at all
   using Key = std::tuple<int, uint64_t, uint64_t, int>;
   static std::mutex mutex;
   static auto* scans = new std::map<Key, FloatScan>;  // never freed, like the file registry

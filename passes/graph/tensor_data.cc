@@ -150,6 +150,11 @@ void ClearTypedField(TensorProto& tensor, TypedField field) {
 
 }  // namespace
 
+bool IsFloatElementType(int32_t data_type) {
+  return data_type == onnx::TensorProto::FLOAT || data_type == onnx::TensorProto::DOUBLE ||
+         data_type == onnx::TensorProto::FLOAT16 || data_type == onnx::TensorProto::BFLOAT16;
+}
+
 std::optional<size_t> ElementSize(int32_t data_type) {
   const size_t bits = LayoutOf(data_type).bits;
   if (bits == 0 || bits % 8 != 0) return std::nullopt;

@@ -15,6 +15,10 @@ namespace ampc {
 // sub-byte ones (4-, 2- and 6-bit, packed in raw_data; DataBytes counts them).
 std::optional<size_t> ElementSize(int32_t data_type);
 
+// FLOAT, DOUBLE, FLOAT16 or BFLOAT16: the types whose values are floats a pass reads or converts
+// (the float8 types are not).
+bool IsFloatElementType(int32_t data_type);
+
 // Bytes of data the tensor's dims and data type call for (sub-byte types packed, the last byte
 // padded); nullopt for STRING, UNDEFINED and unknown data types, a negative dim, and on overflow.
 std::optional<uint64_t> DataBytes(const onnx::TensorProto& tensor);

@@ -11,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "passes/graph/graph_index.h"
 #include "passes/graph/name_allocator.h"
+#include "passes/graph/tensor_data.h"
 #include "passes/infer_types.h"
 #include "passes/training/training_state.h"
 
@@ -18,11 +19,6 @@ namespace ampc {
 namespace {
 
 constexpr int kFloat = onnx::TensorProto::FLOAT;
-
-bool IsFloat(int elem_type) {
-  return elem_type == onnx::TensorProto::FLOAT || elem_type == onnx::TensorProto::FLOAT16 ||
-         elem_type == onnx::TensorProto::BFLOAT16 || elem_type == onnx::TensorProto::DOUBLE;
-}
 
 // Appends the nodes of the loss to `graph`, naming nodes and values through `names`.
 class LossWriter {
@@ -59,7 +55,7 @@ std::string ValueProblem(const GraphIndex& index, const LossOpSpec& spec) {
   const onnx::TypeProto* type = index.Type(value);
   const int elem_type =
       type != nullptr && type->has_tensor_type() ? type->tensor_type().elem_type() : 0;
-  if (!IsFloat(elem_type)) {
+  if (!IsFloatElementType(elem_type)) {
     return absl::StrCat(
         "'", value, "' is not a float tensor (element type ",
         onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(elem_type)), ")");

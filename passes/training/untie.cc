@@ -4,14 +4,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "passes/graph/remove_if.h"
+#include "passes/graph/tensor_data.h"
 
 namespace ampc {
 namespace {
-
-bool IsFloat(int elem_type) {
-  return elem_type == onnx::TensorProto::FLOAT || elem_type == onnx::TensorProto::FLOAT16 ||
-         elem_type == onnx::TensorProto::BFLOAT16 || elem_type == onnx::TensorProto::DOUBLE;
-}
 
 std::string MergedWarning(const MergedParameters& group) {
   std::vector<std::string> copies;
@@ -53,7 +49,7 @@ std::vector<MergedParameters> FindMergedParameters(const GraphIndex& index) {
   std::vector<MergedParameters> groups;
   for (const onnx::TensorProto& initializer : index.graph().initializer()) {
     const ValueSource* source = index.Source(initializer.name());
-    if (!IsFloat(initializer.data_type()) || source == nullptr ||
+    if (!IsFloatElementType(initializer.data_type()) || source == nullptr ||
         source->kind != ValueSource::Kind::kInitializer) {
       continue;  // an input with a default is the caller's to feed, not a merged constant
     }
