@@ -181,14 +181,8 @@ bool BFloat16DotTakes(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
 void GemmBFloat16Values(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                         int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c,
                         int64_t ldc) {
-  BlockedGemm<uint32_t>(
-      kBlocking, kMicroKernels, m, n, k, accumulate, c, ldc,
-      [&](int64_t i0, int64_t mc, int64_t p0, int64_t kc, uint32_t* out) {
-        PackPairPanels(a, !trans_a, lda, i0, mc, p0, kc, kMr, out);
-      },
-      [&](int64_t j0, int64_t nc, int64_t p0, int64_t kc, uint32_t* out) {
-        PackPairPanels(b, trans_b, ldb, j0, nc, p0, kc, kNr, out);
-      });
+  BlockedGemm<float, uint32_t>(kBlocking, kMicroKernels, PackPairPanels, trans_a, trans_b, m, n, k,
+                               a, lda, b, ldb, accumulate, c, ldc);
 }
 
 }  // namespace ampc::linalg

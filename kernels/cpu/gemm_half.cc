@@ -129,14 +129,8 @@ bool HasHalfGemm() {
 void GemmHalfValues(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const uint16_t* a,
                     int64_t lda, const uint16_t* b, int64_t ldb, bool accumulate, float* c,
                     int64_t ldc) {
-  BlockedGemm<float>(
-      kBlocking, kMicroKernels, m, n, k, accumulate, c, ldc,
-      [&](int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* out) {
-        PackHalfPanels(a, !trans_a, lda, i0, mc, p0, kc, kMr, out);
-      },
-      [&](int64_t j0, int64_t nc, int64_t p0, int64_t kc, float* out) {
-        PackHalfPanels(b, trans_b, ldb, j0, nc, p0, kc, kNr, out);
-      });
+  BlockedGemm<uint16_t, float>(kBlocking, kMicroKernels, PackHalfPanels, trans_a, trans_b, m, n, k,
+                               a, lda, b, ldb, accumulate, c, ldc);
 }
 
 }  // namespace ampc::linalg

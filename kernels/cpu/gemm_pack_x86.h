@@ -88,14 +88,16 @@ struct GemmBlocking {
   int64_t mr, nr, kc, mc, nc, k_per_entry;
 };
 
-// GotoBLAS's loop nest over c[m, n] (= op(A) op(B), or += when accumulate): for each [kc, nc]
-// block of B, pack_b(j0, nc, p0, kc, out) packs it as panels of nr columns; for each [mc, kc]
-// block of A, pack_a(i0, mc, p0, kc, out) packs it as panels of mr rows; then every tile is one
-// micro-kernel call. Each k block's sum is stored (the first, unless accumulate) or added to c.
-template <typename Packed, typename PackA, typename PackB>
-void BlockedGemm(const GemmBlocking& s, const MicroKernelFn<Packed>* kernels, int64_t m, int64_t n,
-                 int64_t k, bool accumulate, float* c, int64_t ldc, PackA&& pack_a,
-                 PackB&& pack_b) {
+// GotoBLAS's loop nest over c[m, n] = op(a)[m, k] op(b)[k, n] (or c + ..., when accumulate):
+// for each [kc, nc] block of op(B), pack(b, trans_b, ldb, j0, nc, p0, kc, nr, out) packs it as
+// panels of nr columns; for each [mc, kc] block of op(A), pack(a, !trans_a, lda, i0, mc, p0, kc,
+// mr, out) as panels of mr rows (PackPanels' arguments: whether k runs along the rows of what is
+// stored); then every tile is one micro-kernel call. Each k block's sum is stored (the first,
+// unless accumulate) or added to c.
+template <typename In, typename Packed, typename Pack>
+void BlockedGemm(const GemmBlocking& s, const MicroKernelFn<Packed>* kernels, Pack&& pack,
+                 bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const In* a,
+                 int64_t lda, const In* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     if (!accumulate) {
@@ -113,10 +115,10 @@ void BlockedGemm(const GemmBlocking& s, const MicroKernelFn<Packed>* kernels, in
       const int64_t kc = std::min(s.kc, k - p0);
       const int64_t depth = (kc + s.k_per_entry - 1) / s.k_per_entry;
       const bool add = accumulate || p0 > 0;
-      pack_b(j0, nc, p0, kc, packed_b.data());
+      pack(b, trans_b, ldb, j0, nc, p0, kc, s.nr, packed_b.data());
       for (int64_t i0 = 0; i0 < m; i0 += s.mc) {
         const int64_t mc = std::min(s.mc, m - i0);
-        pack_a(i0, mc, p0, kc, packed_a.data());
+        pack(a, !trans_a, lda, i0, mc, p0, kc, s.mr, packed_a.data());
         for (int64_t jr = 0; jr < nc; jr += s.nr) {
           const int64_t cols = std::min(s.nr, nc - jr);
           for (int64_t ir = 0; ir < mc; ir += s.mr) {
