@@ -311,6 +311,8 @@ def main() -> None:
     p.add_argument("--models-tool", default=str(ROOT / "build/models/ampc-models"))
     p.add_argument("--command", default="tools/bench-train-cpu " + " ".join(sys.argv[1:]))
     args = p.parse_args()
+    if args.repeat < 1:
+        sys.exit(f"bench-train-cpu: --repeat {args.repeat}: expected 1 or more")
     import torch
     torch.set_num_threads(args.threads)
     started = time.time()
